@@ -74,6 +74,17 @@ pub struct MountArgs {
     /// opened O_DIRECT (made if missing), reopened warm by the next mount.
     #[arg(long, value_name = "FILE", requires_all = ["object_store", "disk_tier_size"])]
     pub disk_tier: Option<PathBuf>,
+    /// With --object-store, for testing against a slow store: each request
+    /// to the store waits this many milliseconds first (its first-byte
+    /// latency; S3's is 100 to 200 for large objects). Listings are not
+    /// slowed.
+    #[arg(long, value_name = "MS", requires = "object_store")]
+    pub store_latency: Option<u64>,
+    /// With --object-store, for testing: the store's GETs come through one
+    /// link of this many bytes a second (e.g. 100M, 1G) that every GET in
+    /// flight shares.
+    #[arg(long, value_name = "BYTES", value_parser = parse_capacity, requires = "object_store")]
+    pub store_bandwidth: Option<u64>,
     /// The disk tier's size, e.g. 8G.
     #[arg(long, value_name = "SIZE", value_parser = parse_capacity, requires = "disk_tier")]
     pub disk_tier_size: Option<u64>,

@@ -27,6 +27,9 @@
 //!   kernel's page cache kept across opens, and not) against the same
 //!   bytes in a file with the kernel's cache warm, 1 MiB sequential and
 //!   4 KiB random, the contenders interleaved ([`mount`](mod@mount));
+//! - `cold`: an object read cold through a fresh object mount (with and
+//!   without a disk tier) against the bare link it comes over (one GET
+//!   streamed), at 100 MB/s and 1 GB/s: first byte and whole ([`cold`]);
 //! - `lsm`: an LSM engine's trace through foliocache with its disk tier,
 //!   with the per-call hints and without: files written at 3x the tier,
 //!   each read once by a compaction after a lag, beside a query's hot
@@ -62,6 +65,7 @@ pub use engines::PARTS;
 use engines::{Engine, Objects, ENGINES, FOLIO, FOLIO_DISK, FOYER};
 use remote::Remote;
 
+mod cold;
 mod engines;
 #[cfg(feature = "foyer")]
 mod foyer;
@@ -87,6 +91,8 @@ pub const MEMORY: JobName = "memory";
 pub const HITS: JobName = "hits";
 /// Warm re-reads through the object mount against ext4.
 pub const MOUNT: JobName = "mount";
+/// Cold reads through the object mount against the bare link.
+pub const COLD: JobName = "cold";
 /// The LSM-like trace, with the hints and without.
 pub const LSM: JobName = "lsm";
 /// arrow-rs `parquet`'s queries through the stores (the bench's feature
@@ -100,6 +106,7 @@ const JOBS: &[JobName] = &[
     MEMORY,
     HITS,
     MOUNT,
+    COLD,
     LSM,
     #[cfg(feature = "parquet")]
     PARQUET,
@@ -141,6 +148,10 @@ const OPS: FullQuick<u64> = FullQuick(20_000, 1_500);
 const MOUNT_OBJECT: FullQuick<u64> = FullQuick(256 << 20, 32 << 20);
 /// The `mount` job's rounds (full, `--quick`).
 const MOUNT_ROUNDS: FullQuick<usize> = FullQuick(5, 2);
+/// The `cold` job's object (full, `--quick`).
+const COLD_OBJECT: FullQuick<u64> = FullQuick(128 << 20, 8 << 20);
+/// The `cold` job's rounds (full, `--quick`).
+const COLD_ROUNDS: FullQuick<usize> = FullQuick(3, 1);
 /// Each small object's size.
 const OBJECT: u64 = 4 << 20;
 /// Tasks doing point reads.
@@ -167,6 +178,10 @@ pub struct ObjectBench {
     pub mount_object: u64,
     /// The `mount` job's rounds.
     pub mount_rounds: usize,
+    /// The `cold` job's object size.
+    pub cold_object: u64,
+    /// The `cold` job's rounds.
+    pub cold_rounds: usize,
     /// The `parquet` job's file size (the job is built with the `parquet`
     /// feature).
     #[cfg(feature = "parquet")]
@@ -204,6 +219,8 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
         fill: std::env::var(FILL_ENV).is_ok_and(|v| !v.is_empty() && v != "0"),
         mount_object: MOUNT_OBJECT.get(quick),
         mount_rounds: MOUNT_ROUNDS.get(quick),
+        cold_object: COLD_OBJECT.get(quick),
+        cold_rounds: COLD_ROUNDS.get(quick),
         #[cfg(feature = "parquet")]
         parquet_file: PARQUET_FILE.get(quick),
     };
@@ -460,6 +477,9 @@ fn record(
     r
 }
 
+/// A job through the object mount.
+type MountJob = fn(&ObjectBench, &FsPath) -> Result<RunRecord>;
+
 /// Runs every engine `repeat` rounds over objects written in a temporary
 /// directory in `data_dir`; the comparisons go to `notes`.
 ///
@@ -534,10 +554,12 @@ pub fn run(
         if label == FOLIO && runs(HITS) {
             records.push(hits::run(b, root.path(), &rt)?);
         }
-        if label == FOLIO && runs(MOUNT) {
-            match foliocache_fuse::unavailable() {
-                None => records.push(mount::run(b, root.path())?),
-                Some(why) => no_mount = Some(why),
+        for (job, run) in [(MOUNT, mount::run as MountJob), (COLD, cold::run)] {
+            if label == FOLIO && runs(job) {
+                match foliocache_fuse::unavailable() {
+                    None => records.push(run(b, root.path())?),
+                    Some(why) => no_mount = Some(why),
+                }
             }
         }
         if label == FOLIO_DISK && runs(LSM) {
@@ -560,7 +582,7 @@ fn not_run(no_mount: Option<String>, notes: &mut Vec<String>, say: &dyn Fn(&str)
     let mut lines = Vec::new();
     if let Some(why) = no_mount {
         lines.push(format!(
-            "mount job skipped: FUSE is unavailable here: {why}"
+            "mount and cold jobs skipped: FUSE is unavailable here: {why}"
         ));
     }
     if !JOBS.contains(&PARQUET) {
@@ -584,7 +606,7 @@ fn not_run(no_mount: Option<String>, notes: &mut Vec<String>, say: &dyn Fn(&str)
 fn compare(runs: &[JobRuns], notes: &mut Vec<String>, say: &dyn Fn(&str)) {
     for job in runs
         .iter()
-        .filter(|j| [HITS, MOUNT, LSM, PARQUET].contains(&j.job))
+        .filter(|j| [HITS, MOUNT, COLD, LSM, PARQUET].contains(&j.job))
     {
         for r in job.engines.iter().flatten() {
             for line in &r.notes {
@@ -595,7 +617,7 @@ fn compare(runs: &[JobRuns], notes: &mut Vec<String>, say: &dyn Fn(&str)) {
     }
     for job in runs
         .iter()
-        .filter(|j| ![RESTART, MEMORY, HITS, MOUNT, LSM, PARQUET].contains(&j.job))
+        .filter(|j| ![RESTART, MEMORY, HITS, MOUNT, COLD, LSM, PARQUET].contains(&j.job))
     {
         let last = |label: &str| {
             job.engines

@@ -65,6 +65,8 @@ pub fn serve_objects(
     if let Some(on) = a.kernel_cache {
         objects.kernel_cache = on;
     }
+    objects.store_latency = std::time::Duration::from_millis(a.store_latency.unwrap_or(0));
+    objects.store_bandwidth = a.store_bandwidth.unwrap_or(0);
     if let (Some(path), Some(size)) = (&a.disk_tier, a.disk_tier_size) {
         let tier = foliocache_object_store::DiskTier::open(path, size)
             .with_context(|| format!("the disk tier {}", path.display()))?;

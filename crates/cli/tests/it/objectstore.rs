@@ -204,6 +204,36 @@ fn objectstore_mount_rereads_through_the_object_mount_against_ext4() {
     }
 }
 
+/// The `cold` job alone at its quick size (an 8 MiB object, one round, a
+/// remote of 5 ms): one record, of `foliocache`, with a note per link
+/// (100 MB/s, 1 GB/s) giving the bare link's, the mount's and the mount
+/// with a tier's first byte and rate (the job fails on a wrong byte; the
+/// figures are the bench's, not checked), and each mount's requests: one
+/// HEAD at most before the bytes (the figures say how many). Skipped
+/// where FUSE cannot run, except under `CI=true`.
+#[test]
+fn objectstore_cold_reads_through_the_mount_against_the_bare_link() {
+    let test = "objectstore_cold_reads_through_the_mount_against_the_bare_link";
+    if !test_support::available(test, "FUSE", foliocache_fuse::unavailable()) {
+        return;
+    }
+    let rs = run("8M", "5", &[("FOLIOCACHE_OBJSTORE_JOBS", "cold")], "cold");
+    assert_eq!(rs.len(), 1, "{rs:#?}");
+    let r = &rs[0];
+    assert_eq!(r["engine"], "foliocache", "{r:#}");
+    let notes = notes_of(r);
+    assert_eq!(notes.len(), 2, "{r:#}");
+    for (note, mbs) in notes.iter().zip(["100", "1000"]) {
+        assert!(
+            note.starts_with(&format!("cold, 8 MiB at {mbs} MB/s and 5 ms: link: ")),
+            "{note}"
+        );
+        for c in [" mount: first byte ms ", " mount+tier: first byte ms ", "the link's"] {
+            assert!(note.contains(c), "{note}");
+        }
+    }
+}
+
 /// The `lsm` job alone at M = 8 MiB and a remote of 1 ms: one record, of
 /// `foliocache+disk`, whose notes say the compactions of files kept until
 /// read made no GET (the job fails on a wrong byte) and the burst at

@@ -63,7 +63,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use foliocache::Cache;
-use foliocache_object_store::{CachedStore, DiskTier};
+use foliocache_object_store::{CachedStore, DiskTier, Throttled};
 use fuser::{Errno, FileAttr, FileType, INodeNo};
 use futures_util::StreamExt;
 use object_store::list::PaginatedListStore;
@@ -128,12 +128,21 @@ pub struct ObjectOptions {
     /// entries once the first page has come, and the mount holds about two
     /// pages of it at a time.
     pub listing_page: usize,
+    /// For testing a mount against a slow store: each request to the
+    /// store waits this long first (its first-byte latency; zero: none).
+    /// Applied by [`ObjectFs::for_url`] (object_store's `Throttled::link`
+    /// around the store the URL names); listings are not slowed.
+    pub store_latency: Duration,
+    /// For testing: the store's GETs come through one link of this many
+    /// bytes a second that every GET in flight shares (0: as fast as the
+    /// store gives them). Applied by [`ObjectFs::for_url`].
+    pub store_bandwidth: u64,
 }
 
 impl Default for ObjectOptions {
     /// A one-second time-to-live, no disk tier, two runtime threads, the
     /// kernel's page cache kept across opens, listings in pages of 1,000
-    /// keys.
+    /// keys, the store as fast as it is.
     fn default() -> ObjectOptions {
         ObjectOptions {
             ttl: Duration::from_secs(1),
@@ -141,6 +150,8 @@ impl Default for ObjectOptions {
             runtime_threads: 2,
             kernel_cache: true,
             listing_page: 1000,
+            store_latency: Duration::ZERO,
+            store_bandwidth: 0,
         }
     }
 }
@@ -288,7 +299,8 @@ impl ObjectFs {
     /// `options` (see [`store_for_url`]), checked reachable (the first key
     /// of a listing of the prefix), as [`new`](Self::new) makes it; S3's,
     /// GCS's and Azure's directories listed in pages, as
-    /// [`paged`](Self::paged)'s are.
+    /// [`paged`](Self::paged)'s are; the store slowed as `opts`'s
+    /// `store_latency` and `store_bandwidth` say.
     ///
     /// # Errors
     /// [`store_for_url`]'s; the listing's (no such bucket, no
@@ -299,7 +311,11 @@ impl ObjectFs {
         cache: Cache,
         opts: &ObjectOptions,
     ) -> io::Result<ObjectFs> {
-        let (inner, pager, prefix) = mount::open_url(url, options)?;
+        let (mut inner, pager, prefix) = mount::open_url(url, options)?;
+        if !opts.store_latency.is_zero() || opts.store_bandwidth > 0 {
+            let slow = Throttled::link(inner, opts.store_latency, opts.store_bandwidth);
+            inner = Arc::new(slow);
+        }
         let mut fs = ObjectFs::with_pager(inner, pager, prefix, cache, opts)?;
         fs.source = url.to_owned();
         let root = fs.nodes.lock().by_ino[&ROOT].key.clone();

@@ -38,7 +38,7 @@ use crate::report::{RunJob, RunRecord};
 use crate::scenario::rounds::scatter;
 
 /// The object's index for [`object_bytes`] (none of the others').
-const OBJ: u32 = u32::MAX - 1;
+pub(super) const OBJ: u32 = u32::MAX - 1;
 /// Passes of a contender in a round; the first is not counted.
 const PASSES: usize = 5;
 /// One random read in this many is checked (every sequential one is).
@@ -91,7 +91,7 @@ fn mount(
 }
 
 /// Writes the object's bytes to `path`, a MiB at a time.
-fn write_object(path: &FsPath, size: u64) -> Result<()> {
+pub(super) fn write_object(path: &FsPath, size: u64) -> Result<()> {
     let mut f = File::create(path)?;
     for at in (0..size).step_by(1 << 20) {
         f.write_all(&object_bytes(OBJ, at..(at + (1 << 20)).min(size)))?;
@@ -190,7 +190,7 @@ pub fn run(b: &ObjectBench, root: &FsPath) -> Result<RunRecord> {
 }
 
 /// The median of `v`.
-fn median(v: &[f64]) -> f64 {
+pub(super) fn median(v: &[f64]) -> f64 {
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
     s.get(s.len() / 2).copied().unwrap_or(f64::NAN)
