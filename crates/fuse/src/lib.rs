@@ -124,6 +124,12 @@ pub use null::{spawn_null, NullFs};
 #[cfg(feature = "object-store")]
 pub use objects::{serve_objects, spawn_objects, store_for_url, ObjectFs, ObjectOptions};
 
+/// The IO engine's threads of an object mount's cache
+/// ([`MountOptions::build_object_cache`]): a stream's prefetch has up to
+/// this many GETs of 2 MiB in flight (64 MiB; the store's budget of GET
+/// bytes, an eighth of the cache, bounds it too).
+pub const OBJECT_IO_THREADS: usize = 32;
+
 /// How a mount is made: the cache's size and the mount's options.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
@@ -187,11 +193,30 @@ impl MountOptions {
     /// [`foliocache::CacheBuilder::build`]'s (a capacity too small, no
     /// memory).
     pub fn build_cache(&self) -> io::Result<Cache> {
+        self.cache_builder().build()
+    }
+
+    /// The cache these options ask for, for a mount of an object store:
+    /// its IO engine with [`OBJECT_IO_THREADS`] threads, each a GET of a
+    /// stream's prefetch in flight (a GET holds its thread until its last
+    /// byte), so that a stream keeps the link full where its latency
+    /// times its bandwidth is many windows (docs/object-store.md, "Cold
+    /// reads").
+    ///
+    /// # Errors
+    /// As [`build_cache`](Self::build_cache).
+    pub fn build_object_cache(&self) -> io::Result<Cache> {
+        let mut io = backing::aio::IoEngineConfig::new();
+        io.threads = OBJECT_IO_THREADS;
+        self.cache_builder().io_engine(io).build()
+    }
+
+    fn cache_builder(&self) -> foliocache::CacheBuilder {
         let mut b = Cache::builder().capacity(self.capacity);
         if let Some(m) = self.max_folio {
             b = b.max_folio_size(m);
         }
-        b.build()
+        b
     }
 
     /// The file system these options ask for over `backing_dir` (a

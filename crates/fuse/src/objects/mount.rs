@@ -150,7 +150,7 @@ pub fn serve_objects(
     let m = crate::check_mountpoint(mountpoint)?;
     let config = config(opts, url)?;
     let env = crate::cloud_env::store_options();
-    let fs = ObjectFs::for_url(url, env, opts.build_cache()?, objects)?;
+    let fs = ObjectFs::for_url(url, env, opts.build_object_cache()?, objects)?;
     // Served until this returns (the mount ended).
     let _metrics = match opts.metrics {
         Some(addr) => {

@@ -145,6 +145,11 @@ pub(crate) struct Object {
     /// tier's chunks the backing finds are not promoted
     /// ([`read_once`](Self::read_once)).
     once: Arc<AtomicU32>,
+    /// A stream's prefetch ([`prefetch_span`](Self::prefetch_span)): where
+    /// it has reached, and how far ahead of the reader it reaches (0: not
+    /// started).
+    prefetched: AtomicU64,
+    depth: AtomicU64,
 }
 
 /// A read marked read-once under way ([`Object::read_once`]): ends when
@@ -156,6 +161,10 @@ impl Drop for ReadingOnce {
         self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
+
+/// How far a stream's prefetch first reaches ahead of its reader; it
+/// doubles at each extension up to the store's budget of GET bytes.
+pub(crate) const FIRST_DEPTH: u64 = 8 << 20;
 
 /// `Object::stream_pages` before any window was set.
 const CACHE_DEFAULT: u64 = u64::MAX;
@@ -184,6 +193,8 @@ impl Object {
             last_end: AtomicU64::new(u64::MAX),
             run: AtomicU32::new(0),
             once,
+            prefetched: AtomicU64::new(0),
+            depth: AtomicU64::new(0),
         }
     }
 
@@ -219,6 +230,34 @@ impl Object {
             self.run.store(0, Ordering::Relaxed);
             false
         }
+    }
+
+    /// A stream's read ending at `end`: the bytes to read ahead of it now,
+    /// if its prefetch is to be extended (it reaches less than half its
+    /// depth ahead of `end`): from where it reached (or `end`, for a
+    /// stream that started again elsewhere) to `end` plus the depth, which
+    /// starts at [`FIRST_DEPTH`] and doubles at each extension up to
+    /// `most` (the store's budget of GET bytes in flight: more would wait
+    /// for it). Racing readers may both extend it: the cache skips what
+    /// is cached or being read.
+    pub(crate) fn prefetch_span(&self, end: u64, most: u64) -> Option<Range<u64>> {
+        let size = self.meta.size;
+        let depth = match self.depth.load(Ordering::Relaxed) {
+            0 => FIRST_DEPTH.min(most),
+            d => d,
+        };
+        let mut from = self.prefetched.load(Ordering::Relaxed);
+        if from < end || from > end.saturating_add(depth) {
+            from = end;
+        }
+        if from >= size || from >= end.saturating_add(depth / 2) {
+            return None;
+        }
+        let to = end.saturating_add(depth).min(size);
+        self.prefetched.store(to, Ordering::Relaxed);
+        self.depth
+            .store(depth.saturating_mul(2).min(most).max(depth), Ordering::Relaxed);
+        Some(from..to)
     }
 
     /// Sets the file's readahead window to `pages` (0: random, a miss reads

@@ -61,6 +61,9 @@ pub(crate) async fn read(
         source: format!("range {range:?} does not fit in memory").into(),
     })?;
     let stream = obj.note_read(&range);
+    if stream && !once {
+        prefetch(obj, range.end, counters);
+    }
     let (mut buf, done) = match cached(obj, range.start, len)? {
         Ok(hit) => {
             Counters::add(&counters.hits, 1);
@@ -100,6 +103,31 @@ pub(crate) async fn read(
     };
     r.map_err(into_store_error)?;
     Ok(buf.into())
+}
+
+/// A stream's read of `obj` ending at `end` (a hit or a miss): extends
+/// the stream's prefetch ([`Object::prefetch_span`]) when it is due, by
+/// the cache's asynchronous readahead of the span (`File::readahead`: the
+/// span's windows of up to 2 MiB go to the cache's IO engine at once, each
+/// a GET, as many in flight as the engine has threads and the budget of
+/// GET bytes allows), started on a blocking thread (it allocates the
+/// span's folios). One GET at a time cannot fill a link whose latency
+/// times its bandwidth is more than a window: the next window's GET would
+/// wait for the last's bytes and pay the latency again (crate::window).
+pub(crate) fn prefetch(obj: &Object, end: u64, counters: &Counters) {
+    let most = counters.prefetch_most.load(std::sync::atomic::Ordering::Relaxed);
+    let Some(span) = obj.prefetch_span(end, most) else {
+        return;
+    };
+    Counters::add(&counters.prefetches, 1);
+    let file = obj.file.reopen();
+    // Never fails today (`File::readahead`); a read that fails is
+    // reported to the read of those bytes.
+    let ahead = move || drop(file.readahead(span.start, span.end - span.start));
+    match Handle::try_current() {
+        Ok(h) => drop(h.spawn_blocking(ahead)),
+        Err(_) => ahead(),
+    }
 }
 
 /// Reads exactly `buf.len()` bytes at `offset` of `file` with `flags`.

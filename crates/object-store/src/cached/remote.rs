@@ -84,6 +84,10 @@ pub(crate) struct Counters {
     pub(crate) write_waits: AtomicU64,
     /// Reads passed to the inner store uncached ([`CacheHint::DontCache`](crate::CacheHint)).
     pub(crate) passed_through: AtomicU64,
+    /// Extensions of streams' prefetches (super::read::prefetch), and the
+    /// deepest a prefetch reaches (the budget of GET bytes).
+    pub(crate) prefetches: AtomicU64,
+    pub(crate) prefetch_most: AtomicU64,
 }
 
 /// A point read is at most this fraction of its window.

@@ -6,6 +6,7 @@ use std::fmt;
 use std::future::{ready, Future};
 use std::ops::Range;
 use std::pin::Pin;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,7 +27,7 @@ use super::through::WriteThrough;
 use crate::CacheHint;
 use crate::disk::{record_key, DiskTier};
 use super::objects::{Key, Object, Objects};
-use super::read::{cached, read, read_ranges, stream_rest, CHUNK};
+use super::read::{cached, prefetch, read, read_ranges, stream_rest, CHUNK};
 use super::record;
 use super::remote::{into_store_error, same_version, Counters, RecordWrite, RemoteBacking};
 use super::upload::InvalidatingUpload;
@@ -178,6 +179,7 @@ impl<S: ObjectStore> CachedStoreBuilder<S> {
         let budget = self
             .get_budget
             .unwrap_or_else(|| (self.cache.memory().arena_bytes / 8).max(MIN_GET_BUDGET));
+        counters.prefetch_most.store(budget, Ordering::Relaxed);
         CachedStore {
             inner: Arc::new(self.inner),
             cache: self.cache,
@@ -568,7 +570,9 @@ impl<S: ObjectStore> CachedStore<S> {
         let bytes = cached(obj, range.start, (range.end - range.start) as usize)
             .ok()?
             .ok()?;
-        obj.note_read(&range);
+        if obj.note_read(&range) {
+            prefetch(obj, range.end, &self.counters);
+        }
         Counters::add(&self.counters.hits, 1);
         let body = stream::once(ready(Ok(bytes))).boxed();
         Some(result(obj, range, body))

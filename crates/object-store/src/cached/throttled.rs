@@ -8,11 +8,11 @@
 //! object_store's own `ThrottledStore` (0.13, 0.14) cannot stand in for
 //! it over `LocalFileSystem`: its GET wraps the body's stream and panics
 //! (`unimplemented!`) on the file payloads `LocalFileSystem` answers with.
-//! `Throttled` takes the body as a stream (`GetResult::into_stream`, which
-//! reads a file payload in pieces) and holds each piece until the
-//! bandwidth allows it since the first byte, against absolute deadlines
-//! (a wait per piece would add the timer's rounding, a millisecond, to
-//! each).
+//! `Throttled` reads the body in pieces, each a ranged GET of the wrapped
+//! store pinned to the version the GET found (16 KiB first, doubling to
+//! 256 KiB), and holds each piece until the bandwidth allows it since the
+//! first byte, against absolute deadlines (a wait per piece would add the
+//! timer's rounding, a millisecond, to each).
 
 use super::object_store;
 use std::fmt;
@@ -24,14 +24,15 @@ use tokio::time::Instant;
 
 use futures_util::stream::{self, BoxStream, StreamExt};
 use object_store::path::Path;
-use object_store::{GetOptions, GetResult, GetResultPayload, ObjectStore, Result};
+use object_store::{GetOptions, GetRange, GetResult, GetResultPayload, ObjectStore, Result};
 
 /// A store whose reads (GETs and HEADs) wait `latency` before they are
 /// sent to the store it wraps, and whose GETs' bodies arrive at
 /// `bandwidth` bytes a second each (see the module documentation).
 /// Writes and listings pass through at once. Needs a tokio runtime with
-/// its timer (`enable_time`). The inner store's answer is kept but for
-/// its `extensions`.
+/// its timer (`enable_time`). A GET's answer is the inner store's, but
+/// for its `extensions`, its body read from the inner store in pieces
+/// (see the module documentation).
 ///
 /// ```
 /// use foliocache_object_store::Throttled;
@@ -162,15 +163,62 @@ fn paced(
     .boxed()
 }
 
+/// The first piece of a GET's body, in bytes; each next is twice the
+/// last, up to [`PIECE`].
+const FIRST_PIECE: u64 = 16 << 10;
+/// The largest piece: an HTTP body comes in frames of a few KiB to tens
+/// of KiB, but a piece is a request to the wrapped store and a timer
+/// here, whose cost would cap the link under a few hundred MB/s at 8 KiB
+/// (`LocalFileSystem`'s stream reads a file in pieces of 8 KiB, each on
+/// tokio's blocking pool).
+const PIECE: u64 = 256 << 10;
+
+/// The body of the GET `r` of `path` from `inner`, in pieces each read by
+/// a ranged GET of its own of the version `r` answered with (`If-Match`
+/// its e_tag, and its version id): from [`FIRST_PIECE`] bytes, doubling
+/// to [`PIECE`], so that a first byte is not held for a large piece and
+/// a long body costs a request per 256 KiB, not per 8 KiB.
+fn pieces(
+    inner: Arc<dyn ObjectStore>,
+    path: Path,
+    r: &GetResult,
+) -> BoxStream<'static, Result<bytes::Bytes>> {
+    let (meta, end) = (r.meta.clone(), r.range.end);
+    stream::try_unfold((r.range.start, FIRST_PIECE), move |(at, len)| {
+        let (inner, path, meta) = (inner.clone(), path.clone(), meta.clone());
+        async move {
+            if at >= end {
+                return Ok(None);
+            }
+            let to = end.min(at + len);
+            let opts = GetOptions {
+                range: Some(GetRange::Bounded(at..to)),
+                if_match: meta.e_tag.clone(),
+                version: meta.version.clone(),
+                ..GetOptions::default()
+            };
+            let piece = inner.get_opts(&path, opts).await?.bytes().await?;
+            Ok(Some((piece, (to, (len * 2).min(PIECE)))))
+        }
+    })
+    .boxed()
+}
+
 crate::__forward_object_store! {
     object_store;
     Throttled,
     inner,
     async fn get_opts(&self, l: &Path, o: GetOptions) -> Result<GetResult> {
         tokio::time::sleep(self.latency).await;
+        let head = o.head;
         let r = self.inner.get_opts(l, o).await?;
+        if head || self.bandwidth == 0 {
+            return Ok(r);
+        }
         let (meta, range, attributes) = (r.meta.clone(), r.range.clone(), r.attributes.clone());
-        let body = paced(r.into_stream(), self.bandwidth, self.link.clone());
+        let body = pieces(self.inner.clone(), l.clone(), &r);
+        drop(r);
+        let body = paced(body, self.bandwidth, self.link.clone());
         Ok(super::get_result(GetResultPayload::Stream(body), meta, range, attributes))
     }
 }

@@ -114,7 +114,7 @@ fn through_mount(
     }
     let capacity = size + size / 4;
     let mount_opts = MountOptions::new(capacity as usize);
-    let cache = mount_opts.build_cache()?;
+    let cache = mount_opts.build_object_cache()?;
     let url = format!("file://{}", remote.display());
     let fs = ObjectFs::for_url(&url, [], cache, &opts)?;
     let store = fs.store().clone();
