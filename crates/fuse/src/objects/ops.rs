@@ -206,6 +206,12 @@ impl Filesystem for ObjectFs {
         self.open_requests.fetch_add(1, Ordering::Relaxed);
         match self.current(ino.0) {
             Ok(Entry::File(meta)) => {
+                // The version the node is, told to the cache, so that the
+                // first read of a name a listing found sends its GET at
+                // once, not a HEAD first (one round trip to the first
+                // byte). A failure only leaves that HEAD to the read.
+                let _rt = self.runtime.enter();
+                let _ = self.store.track(&key, meta.clone());
                 let fh = self.add_handle(Open::File(Arc::new((key, meta))));
                 // The node is one version: what the kernel kept of it is
                 // still its bytes (`fuse_finish_open` keeps the pages).

@@ -396,6 +396,30 @@ fn a_nodes_attributes_cost_no_request_while_its_name_is_looked_up_again() {
     assert_eq!(m.requests("getattr_requests"), getattrs);
 }
 
+/// A name found by a listing (`ls`, then `stat`: no request of its own),
+/// then opened and read: the read sends its GET at once, no HEAD first
+/// (the mount tells the cache the version its node is), so the first byte
+/// costs one round trip to the store, not two; the bytes are the
+/// object's.
+#[test]
+fn the_first_read_of_a_listed_object_sends_a_get_and_no_head() {
+    if !fuse_ok("the_first_read_of_a_listed_object_sends_a_get_and_no_head") {
+        return;
+    }
+    let data = pattern(9, 100_000);
+    let m = Mounted::new(&[("listed", data.clone())], Duration::from_secs(60));
+    assert_eq!(names(&m.mnt), ["listed"]);
+    assert_eq!(fs::metadata(m.p("listed")).expect("stat").len(), 100_000);
+    let before = m.store.stats();
+    let f = fs::File::open(m.p("listed")).expect("open");
+    let mut buf = vec![0u8; 4096];
+    f.read_exact_at(&mut buf, 0).expect("pread");
+    assert_eq!(buf, data[..4096]);
+    let after = m.store.stats();
+    assert_eq!(after.remote_heads, before.remote_heads, "{after:?}");
+    assert!(after.remote_gets > before.remote_gets, "{after:?}");
+}
+
 #[test]
 fn names_that_are_not_file_names_are_skipped_not_the_directory() {
     if !fuse_ok("names_that_are_not_file_names_are_skipped_not_the_directory") {

@@ -300,6 +300,31 @@ impl<S: ObjectStore> CachedStore<S> {
         self.tier.as_ref()
     }
 
+    /// Tracks `meta` as the latest version of `path`, validated now, if
+    /// the store tracks no version of it yet: its next read sends its GET
+    /// at once, not a HEAD first (one round trip to the first byte, not
+    /// two). For a caller that already knows the version from a listing
+    /// or a HEAD of its own that it trusts as current (the object mount
+    /// passes its node's, which every read of it names by `If-Match`). Its
+    /// attributes are unknown: a read of it answers none until a HEAD
+    /// finds the object again (after [`CachedStoreBuilder::revalidate_after`]).
+    /// A version that is not the store's current one costs no wrong byte:
+    /// each GET names its version, and the store answers `Precondition`.
+    ///
+    /// # Errors
+    /// Opening the version's mapping in the cache (out of file slots).
+    pub fn track(&self, path: &Path, meta: ObjectMeta) -> Result<()> {
+        let key = Key(path.clone(), None);
+        if self.objects.get(&key).is_some() {
+            return Ok(());
+        }
+        let seq = self.objects.seq();
+        let record = self.record_write(path, &meta, &Attributes::default());
+        let obj = Arc::new(self.open(path, meta, Attributes::default(), record)?);
+        self.objects.insert(key, obj, seq);
+        Ok(())
+    }
+
     /// Forgets what is cached of `path`'s latest version: the next read
     /// looks it up again. For a program that knows an object changed by a
     /// write that did not go through this store.

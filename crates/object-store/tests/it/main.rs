@@ -17,6 +17,7 @@ mod lent;
 mod local;
 #[cfg(feature = "prometheus")]
 mod metrics;
+mod prefetch;
 mod restart;
 #[cfg(feature = "e2e-s3")]
 mod s3;
