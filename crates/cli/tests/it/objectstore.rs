@@ -228,7 +228,11 @@ fn objectstore_cold_reads_through_the_mount_against_the_bare_link() {
             note.starts_with(&format!("cold, 8 MiB at {mbs} MB/s and 5 ms: link: ")),
             "{note}"
         );
-        for c in [" mount: first byte ms ", " mount+tier: first byte ms ", "the link's"] {
+        for c in [
+            " mount: first byte ms ",
+            " mount+tier: first byte ms ",
+            "the link's",
+        ] {
             assert!(note.contains(c), "{note}");
         }
     }

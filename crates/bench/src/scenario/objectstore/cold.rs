@@ -125,14 +125,20 @@ fn through_mount(
         .with_context(|| format!("cold: mounting at {}", dir.path().display()))?;
     let path = dir.path().join("object");
     // The lookup (a listing of the root), not timed.
-    ensure!(std::fs::metadata(&path)?.len() == size, "cold: the object's size");
+    ensure!(
+        std::fs::metadata(&path)?.len() == size,
+        "cold: the object's size"
+    );
     let before = store.stats();
     let t = Instant::now();
     let f = std::fs::File::open(&path)?;
     let mut buf = vec![0u8; 1 << 20];
     let n = f.read_at(&mut buf[..FIRST], 0)?;
     let first = t.elapsed().as_secs_f64();
-    ensure!(n == FIRST && buf[..8] == word(OBJ, 0), "cold: the first read");
+    ensure!(
+        n == FIRST && buf[..8] == word(OBJ, 0),
+        "cold: the first read"
+    );
     let mut at = FIRST as u64;
     while at < size {
         let n = f.read_at(&mut buf, at)?;
@@ -196,7 +202,11 @@ pub fn run(b: &ObjectBench, root: &FsPath) -> Result<RunRecord> {
         for (c, label) in CONTENDERS.iter().enumerate() {
             let firsts: Vec<f64> = runs[c].iter().map(|r| r.first * 1e3).collect();
             let rates: Vec<f64> = runs[c].iter().map(rate).collect();
-            let ratios: Vec<f64> = runs[c].iter().zip(&runs[0]).map(|(x, l)| l.whole / x.whole).collect();
+            let ratios: Vec<f64> = runs[c]
+                .iter()
+                .zip(&runs[0])
+                .map(|(x, l)| l.whole / x.whole)
+                .collect();
             let each = |v: &[f64], p: usize| {
                 v.iter()
                     .map(|x| format!("{x:.p$}"))
