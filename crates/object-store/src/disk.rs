@@ -266,6 +266,16 @@ impl DiskTier {
         })
     }
 
+    /// The tier with its curve's estimator ([`hit_ratio_curve`](Self::hit_ratio_curve))
+    /// on (the default) or off. Off, a read that asks the tier samples
+    /// nothing (the curve's points other than 1x are not known): for a
+    /// comparison of what the estimator costs, or a tier whose curve no
+    /// one reads.
+    pub fn with_curve(mut self, on: bool) -> DiskTier {
+        self.curve.set_on(on);
+        self
+    }
+
     /// The tier's figures now.
     pub fn stats(&self) -> DiskTierStats {
         let c = &self.counts;

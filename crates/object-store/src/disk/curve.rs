@@ -100,7 +100,9 @@ pub struct TierPoint {
     pub hit_ratio: f64,
     /// Whether the point is known (the memory tier's curve reports a
     /// point it cannot tell yet: `foliocache::CurvePoint::known`); the
-    /// disk tier's always are.
+    /// disk tier's are, unless its curve is off
+    /// ([`DiskTier::with_curve`](super::DiskTier::with_curve): then only
+    /// 1x, what it had).
     pub known: bool,
     /// The ranged GETs the store would have sent at that size over the
     /// window (1x: those it sent); `None` where the tier's size does not
@@ -169,6 +171,8 @@ const MAX_NEAR: usize = 4096;
 pub(crate) struct Estimator {
     /// Sample 1 chunk in 2^`shift`.
     shift: u32,
+    /// Off (`DiskTier::with_curve`): no request is simulated.
+    on: bool,
     state: Mutex<[Mini; 5]>,
     /// The GETs and bytes of every request (sampled or not).
     gets: AtomicU64,
@@ -307,10 +311,16 @@ impl Estimator {
         });
         Estimator {
             shift,
+            on: true,
             state: Mutex::new(minis),
             gets: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
         }
+    }
+
+    /// Turns the simulations on or off (on when made).
+    pub(crate) fn set_on(&mut self, on: bool) {
+        self.on = on;
     }
 
     /// Whether chunk `key` is in the sample.
@@ -324,7 +334,7 @@ impl Estimator {
     pub(crate) fn request(&self, r: &Request<'_>) {
         self.gets.fetch_add(r.gets, Ordering::Relaxed);
         self.bytes.fetch_add(r.bytes, Ordering::Relaxed);
-        if !r.chunks.iter().any(|c| self.sampled(c.0)) {
+        if !self.on || !r.chunks.iter().any(|c| self.sampled(c.0)) {
             return;
         }
         let chunks = r.chunks.iter().filter(|c| self.sampled(c.0));
@@ -359,7 +369,7 @@ impl Estimator {
     /// A chunk written through the store ([`DiskTier::put`](super::DiskTier::put)):
     /// put in each simulation.
     pub(crate) fn written(&self, key: u128) {
-        if self.sampled(key) {
+        if self.on && self.sampled(key) {
             for m in self.state.lock().iter_mut() {
                 m.put(key);
             }
@@ -392,7 +402,7 @@ impl Estimator {
             *p = TierPoint {
                 capacity_ratio: r,
                 hit_ratio: (measured + ratio(m) - ratio(one)).clamp(0.0, 1.0),
-                known: true,
+                known: self.on || r == 1.0,
                 remote_gets: Some(scale(m.missed as f64, one.missed as f64, gets)),
                 remote_bytes: Some(scale(m.missed_bytes as f64, one.missed_bytes as f64, bytes)),
             };
