@@ -40,6 +40,15 @@ pub(crate) fn register(
     }
 }
 
+/// One family of the disk tier's curve: its name, help, unit, and what
+/// it reads of a point.
+type CurveFamily = (
+    &'static str,
+    &'static str,
+    Option<Unit>,
+    fn(&crate::TierPoint) -> f64,
+);
+
 /// The disk tier's curve ([`DiskTier::hit_ratio_curve`]), as gauges
 /// labelled `tier="disk"` and `capacity_ratio`: the hit ratio, and the
 /// GETs and bytes the store would have fetched, at each size. (The
@@ -58,7 +67,7 @@ impl Collector for DiskCurve {
         let Some(curve) = self.0.upgrade().map(|t| t.hit_ratio_curve()) else {
             return Ok(());
         };
-        let families: [(&str, &str, Option<Unit>, fn(&crate::TierPoint) -> f64); 3] = [
+        let families: [CurveFamily; 3] = [
             (
                 "foliocache_object_store_predicted_hit_ratio",
                 "The share of the chunks the tier was asked for that it would have held at capacity_ratio times its slots, over the reads since it was opened (1: the share it had)",

@@ -146,9 +146,16 @@ async fn the_endpoint_serves_the_stores_figures_per_tier() {
         let name = |n: &str| format!("foliocache_object_store_predicted_{n}{labels}");
         assert_eq!(f(name("hit_ratio")), p.hit_ratio, "{labels}");
         assert_eq!(Some(f(name("remote_gets"))), p.remote_gets, "{labels}");
-        assert_eq!(Some(f(name("remote_read_bytes"))), p.remote_bytes, "{labels}");
+        assert_eq!(
+            Some(f(name("remote_read_bytes"))),
+            p.remote_bytes,
+            "{labels}"
+        );
     }
-    assert_eq!(curve.at(1.0).unwrap().remote_gets, Some(st.remote_gets as f64));
+    assert_eq!(
+        curve.at(1.0).unwrap().remote_gets,
+        Some(st.remote_gets as f64)
+    );
 
     // The collector holds the store weakly.
     drop(s);

@@ -108,7 +108,8 @@ fn disk_run(
     runtime()?.block_on(async {
         let tier = DiskTier::with_backing(MemBacking::new(), slots * SLOT as u64)?;
         let tier = Arc::new(tier.with_curve(curve));
-        let mut b = CachedStore::builder(remote(pages).await?, cache(memory)?).disk_tier(tier.clone());
+        let mut b =
+            CachedStore::builder(remote(pages).await?, cache(memory)?).disk_tier(tier.clone());
         if let Some(w) = around {
             b = b.read_around(w);
         }
@@ -130,7 +131,12 @@ fn disk_run(
 /// C of `c` pages): for each read-around setting, predicted against
 /// measured at 0.5x and 2x, and the verdict of the GETs' target; then
 /// the estimator's cost. Each line to `say`.
-pub(super) fn disk_rows(trace: &[u64], pages: u64, c: u64, say: &mut dyn FnMut(String)) -> Result<()> {
+pub(super) fn disk_rows(
+    trace: &[u64],
+    pages: u64,
+    c: u64,
+    say: &mut dyn FnMut(String),
+) -> Result<()> {
     let memory = c * PAGE / 4;
     // About C, in whole sets of 16 slots at 0.5x too (a tier's slots are
     // whole sets: a tier asked for 1.5 sets has 1).
@@ -140,7 +146,14 @@ pub(super) fn disk_rows(trace: &[u64], pages: u64, c: u64, say: &mut dyn FnMut(S
         let mut cells = Vec::new();
         let mut met = true;
         for ratio in [0.5, 2.0] {
-            let at = disk_run(trace, pages, memory, (slots as f64 * ratio) as u64, around, true)?;
+            let at = disk_run(
+                trace,
+                pages,
+                memory,
+                (slots as f64 * ratio) as u64,
+                around,
+                true,
+            )?;
             let p = one.curve.at(ratio).expect("a point");
             let gets = p.remote_gets.unwrap_or(f64::NAN);
             let off = gets / at.gets.max(1) as f64 - 1.0;
