@@ -731,29 +731,36 @@ impl DiskTier {
     /// whose runs of folios split a chunk between two reads admits
     /// nothing.
     pub fn admit(&self, key: u128, pages: u16) -> bool {
-        let mut g = self.ghosts.lock();
-        if let Some(seen) = g.map.get_mut(&key) {
+        let cap = self.ghost_cap();
+        self.ghosts.lock().admit(key, pages, cap)
+    }
+}
+
+impl Ghosts {
+    /// [`DiskTier::admit`] over these ghosts, at most `cap` keys (the
+    /// curve's simulations keep their own: module `curve`).
+    fn admit(&mut self, key: u128, pages: u16, cap: usize) -> bool {
+        if let Some(seen) = self.map.get_mut(&key) {
             if *seen & pages != 0 {
-                g.map.remove(&key);
+                self.map.remove(&key);
                 return true;
             }
             *seen |= pages;
             return false;
         }
-        let cap = self.ghost_cap();
         // The order holds admitted keys too (removed from the map, not
         // from it): bounded at twice the map, so it cannot grow where
         // most keys are admitted.
-        while g.map.len() >= cap || g.order.len() >= 2 * cap {
-            match g.order.pop_front() {
+        while self.map.len() >= cap || self.order.len() >= 2 * cap {
+            match self.order.pop_front() {
                 Some(old) => {
-                    g.map.remove(&old);
+                    self.map.remove(&old);
                 }
                 None => break,
             }
         }
-        g.map.insert(key, pages);
-        g.order.push_back(key);
+        self.map.insert(key, pages);
+        self.order.push_back(key);
         false
     }
 }

@@ -70,12 +70,12 @@
 //! Memory: at most [`MAX_SIM_SLOTS`] x 7.75 / 4 slots of 16 bytes and as
 //! many ghosts, about 2 MiB at the bound.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
-use super::{MAX_GHOSTS, WAYS};
+use super::{Ghosts, MAX_GHOSTS, WAYS};
 
 /// The capacity ratios of the points (as `foliocache::CAPACITY_RATIOS`).
 pub const TIER_RATIOS: [f64; 5] = [0.25, 0.5, 1.0, 2.0, 4.0];
@@ -187,8 +187,7 @@ struct Mini {
     tags: Vec<u64>,
     used: Vec<u64>,
     clock: u64,
-    ghosts: HashMap<u64, u16>,
-    order: VecDeque<u64>,
+    ghosts: Ghosts,
     ghost_cap: usize,
     /// Misses by read-around window ([`Point`]).
     near: HashMap<u128, u32>,
@@ -208,8 +207,7 @@ impl Mini {
             tags: vec![0; (ways * sets) as usize],
             used: vec![0; (ways * sets) as usize],
             clock: 1,
-            ghosts: HashMap::new(),
-            order: VecDeque::new(),
+            ghosts: Ghosts::default(),
             ghost_cap: ghost_cap.max(1),
             near: HashMap::new(),
             lookups: 0,
@@ -269,26 +267,7 @@ impl Mini {
 
     /// `DiskTier::admit` over these ghosts.
     fn admit(&mut self, key: u128, pages: u16) -> bool {
-        let k = sim_key(key);
-        if let Some(seen) = self.ghosts.get_mut(&k) {
-            if *seen & pages != 0 {
-                self.ghosts.remove(&k);
-                return true;
-            }
-            *seen |= pages;
-            return false;
-        }
-        while self.ghosts.len() >= self.ghost_cap || self.order.len() >= 2 * self.ghost_cap {
-            match self.order.pop_front() {
-                Some(old) => {
-                    self.ghosts.remove(&old);
-                }
-                None => break,
-            }
-        }
-        self.ghosts.insert(k, pages);
-        self.order.push_back(k);
-        false
+        self.ghosts.admit(key, pages, self.ghost_cap)
     }
 }
 
