@@ -212,34 +212,39 @@ MOTO_SERVER="$PWD/$moto" cargo test --release "${workspace[@]}" --test it s3::
 # $XDG_STATE_HOME by default: the tests' go to the target directory.
 export XDG_STATE_HOME="$PWD/target/test-state"
 
-# The object-store cache implements object_store 0.13's trait too
-# (DataFusion 55): its unit and integration tests again, `object_store`
-# naming 0.13 (the workspace's build tests 0.14). Its build (38 units of
-# its own) runs while the workspace's tests run, at the lowest priority:
-# those tests wait on fsync, forks, sleeps and real programs for about
-# half of the cores' time, which the build takes (docs/testing.md, "What
-# each step costs"). It starts once the workspace's own build is done and
-# its run has begun (cargo lets one build at a time use the target
-# directory: started first, it would only put itself before them), and
-# its output is printed whole after theirs.
+# Beside the workspace's tests, at the lowest priority, in the cores'
+# time they leave idle (they wait on fsync, forks, sleeps and real
+# programs for about half of it: docs/testing.md, "What each step
+# costs"): the cdylibs the C API's and the CLI's tests build (`cargo
+# build -p ...` with their own package selection, so with their own
+# features: 29 units of their own), before those tests ask for them, and
+# the object-store cache's tests over object_store 0.13's trait
+# (DataFusion 55; the workspace's build tests 0.14), whose build is 38
+# units of its own. Cargo lets one build at a time use the target
+# directory: this starts after the workspace's test binaries are built
+# and their run has begun (started first, it would only put itself before
+# them); a test that builds meanwhile waits for it. Its output is printed
+# whole after theirs.
 step "cargo test --workspace --release: the build"
 cargo test --release "${workspace[@]}" --no-run
 {
   sleep 10
+  nice -n 19 cargo build --release -p foliocache-capi
+  nice -n 19 cargo build --release -p foliocache-preload -p foliocache-capi -p foliocache-sqlite-ext
   nice -n 19 cargo test --release -p foliocache-object-store --no-default-features \
     --features object-store-013,prometheus --lib --test it
-} >target/os013.log 2>&1 &
-os013_pid=$!
-trap 'kill "$os013_pid" 2>/dev/null || true' EXIT
+} >target/beside.log 2>&1 &
+beside_pid=$!
+trap 'kill "$beside_pid" 2>/dev/null || true' EXIT
 
-step "cargo test --workspace --release, the object_store 0.13 tests built and run beside them"
+step "cargo test --workspace --release, the cdylibs and the object_store 0.13 tests built beside them"
 # (the S3 tests, `s3::`, ran above with their server)
 cargo test --release "${workspace[@]}" -- --skip quick_seeds_smoke_run --skip s3::
 
-step "object-store cache over object_store 0.13 (DataFusion 55's): waiting for it, its output"
-os013_status=0
-wait "$os013_pid" || os013_status=$?
+step "the cdylibs' builds, the object-store cache over object_store 0.13 (DataFusion 55's): waiting for them, their output"
+beside_status=0
+wait "$beside_pid" || beside_status=$?
 trap - EXIT
-cat target/os013.log
-[ "$os013_status" = 0 ] || { echo "object_store 0.13 tests failed (exit $os013_status)" >&2; exit 1; }
+cat target/beside.log
+[ "$beside_status" = 0 ] || { echo "the builds and tests beside the workspace's tests failed (exit $beside_status)" >&2; exit 1; }
 step "done"
