@@ -12,6 +12,16 @@ cd "$(dirname "$0")/.."
 # on 2 cores: the figures show which step to shorten).
 step() { printf '\n==> %s (at %dm%02ds)\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
 
+# Waits for a job started beside the steps (pid `$1`), prints its log
+# (`$2`) whole, and fails the run if it failed (`$3`: what it was).
+finish_beside() {
+  local status=0
+  wait "$1" || status=$?
+  trap - EXIT
+  cat "$2"
+  [ "$status" = 0 ] || { echo "$3 failed (exit $status)" >&2; exit 1; }
+}
+
 # The FUSE mount's tests need fusermount3 (package fuse3; as root only to
 # unmount), fio (the verified workloads through the mount), sqlite3 and
 # db_bench (rocksdb-tools): real programs through the mount; the
@@ -176,11 +186,7 @@ RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
 # the IO buffers); installs a nightly toolchain with miri through rustup if
 # missing.
 step "miri over the unsafe modules' tests (xarray node frees, arena, IO buffers): waiting for it, its output"
-miri_status=0
-wait "$miri_pid" || miri_status=$?
-trap - EXIT
-cat target/miri.log
-[ "$miri_status" = 0 ] || { echo "miri failed (exit $miri_status)" >&2; exit 1; }
+finish_beside "$miri_pid" target/miri.log miri
 
 # The CLI's smoke run: `foliocache bench --quick` (every scenario, every
 # default engine, two repeats) on 8 MiB files; the test checks every JSON
@@ -242,9 +248,5 @@ step "cargo test --workspace --release, the cdylibs and the object_store 0.13 te
 cargo test --release "${workspace[@]}" -- --skip quick_seeds_smoke_run --skip s3::
 
 step "the cdylibs' builds, the object-store cache over object_store 0.13 (DataFusion 55's): waiting for them, their output"
-beside_status=0
-wait "$beside_pid" || beside_status=$?
-trap - EXIT
-cat target/beside.log
-[ "$beside_status" = 0 ] || { echo "the builds and tests beside the workspace's tests failed (exit $beside_status)" >&2; exit 1; }
+finish_beside "$beside_pid" target/beside.log "the builds and tests beside the workspace's tests"
 step "done"
