@@ -882,122 +882,94 @@ fn script_model(initial: &[u8], n: usize) -> Vec<u8> {
 /// checks: the segment's invariants; every operation that returned reads
 /// back (the one cut short may have left each of its pages old or new);
 /// and another process can still do everything (no lock stays held).
-///
-/// The points are independent (each its own file, cache and child) and
-/// each mostly waits (the fork, the child's and the check's syncs: 6 s of
-/// CPU in 51 s alone), so [`POINT_WORKERS`] threads take every other
-/// point; each stops at its first point past the script's end.
 #[test]
 fn a_process_killed_at_every_crash_point() {
-    let initial: Vec<u8> = (0..64 * 1024u32).map(|i| (i % 251) as u8).collect();
-    let ends: Vec<usize> = std::thread::scope(|s| {
-        let workers: Vec<_> = (1..=POINT_WORKERS)
-            .map(|first| {
-                let initial = &initial;
-                s.spawn(move || {
-                    let mut n = first;
-                    while !killed_at_point(initial, n) {
-                        n += POINT_WORKERS;
-                    }
-                    n
-                })
-            })
-            .collect();
-        workers.into_iter().map(|w| w.join().unwrap()).collect()
-    });
-    // The first point past the end: every point before it was tried.
-    let points = ends.iter().min().unwrap() - 1;
-    assert!(points > 100, "only {points} crash points");
-    eprintln!("{points} crash points, each killed once");
-}
-
-/// The threads [`a_process_killed_at_every_crash_point`] spreads its
-/// points over.
-const POINT_WORKERS: usize = 2;
-
-/// Crash point `n` of [`a_process_killed_at_every_crash_point`], checked:
-/// true if the script ran to its end first (`n` is past its last point).
-fn killed_at_point(initial: &[u8], n: usize) -> bool {
     use foliocache::internals::shared_crash;
-    let t = TempPath::with_data("shared-points", initial);
-    let cache = SharedCache::new(6 * 4096).unwrap();
-    let f = open(&cache, &t.path, true);
-    let shm = Shared::new(4096);
-    let child = {
-        let (f, shm) = (&f, &shm);
-        fork(move || {
-            shared_crash::die_at(n as u64);
-            let mut buf = vec![0; 80_000];
-            for (i, &(off, len, to)) in SCRIPT.iter().enumerate() {
-                match len {
-                    0 => f.set_len(to).unwrap(),
-                    usize::MAX => f.sync_data().unwrap(),
-                    _ => {
-                        let data: Vec<u8> =
-                            (off..off + len as u64).map(|o| script_byte(o, i)).collect();
-                        f.write_at(&data, off).unwrap();
+    let initial: Vec<u8> = (0..64 * 1024u32).map(|i| (i % 251) as u8).collect();
+    let mut n = 1;
+    loop {
+        let t = TempPath::with_data("shared-points", &initial);
+        let cache = SharedCache::new(6 * 4096).unwrap();
+        let f = open(&cache, &t.path, true);
+        let shm = Shared::new(4096);
+        let child = {
+            let (f, shm) = (&f, &shm);
+            fork(move || {
+                shared_crash::die_at(n);
+                let mut buf = vec![0; 80_000];
+                for (i, &(off, len, to)) in SCRIPT.iter().enumerate() {
+                    match len {
+                        0 => f.set_len(to).unwrap(),
+                        usize::MAX => f.sync_data().unwrap(),
+                        _ => {
+                            let data: Vec<u8> =
+                                (off..off + len as u64).map(|o| script_byte(o, i)).collect();
+                            f.write_at(&data, off).unwrap();
+                        }
                     }
+                    shm.word(0).store(i as u64 + 1, Ordering::Release);
+                    // A read of everything: misses, evictions, write-backs.
+                    f.read_at(&mut buf, 0).unwrap();
                 }
-                shm.word(0).store(i as u64 + 1, Ordering::Release);
-                // A read of everything: misses, evictions, write-backs.
-                f.read_at(&mut buf, 0).unwrap();
-            }
-            shared_crash::die_at(0);
-            false
-        })
-    };
-    let status = wait(child);
-    let done = shm.word(0).load(Ordering::Acquire) as usize;
-    cache.verify().unwrap_or_else(|e| panic!("point {n}: {e}"));
-    // What the parent reads: the model after `done` operations, but
-    // for the pages of the operation cut short.
-    let want = script_model(initial, done);
-    let next = script_model(initial, (done + 1).min(SCRIPT.len()));
-    let len = f.len().unwrap() as usize;
-    // A write moves the size a page at a time, as its bytes go in.
-    let (lo, hi) = (want.len().min(next.len()), want.len().max(next.len()));
-    assert!(
-        (lo..=hi).contains(&len),
-        "point {n} after {done} operations: size {len}, want {} to {}",
-        want.len(),
-        next.len()
-    );
-    let mut got = vec![0; len];
-    assert_eq!(f.read_at(&mut got, 0).unwrap(), len);
-    for page in 0..len.div_ceil(4096) {
-        let r = page * 4096..((page + 1) * 4096).min(len);
-        let is = |m: &Vec<u8>| m.len() >= r.end && got[r.clone()] == m[r.clone()];
-        let zero_tail =
-            |m: &Vec<u8>| (r.start..r.end).all(|o| got[o] == m.get(o).copied().unwrap_or(0));
+                shared_crash::die_at(0);
+                false
+            })
+        };
+        let status = wait(child);
+        let done = shm.word(0).load(Ordering::Acquire) as usize;
+        cache.verify().unwrap_or_else(|e| panic!("point {n}: {e}"));
+        // What the parent reads: the model after `done` operations, but
+        // for the pages of the operation cut short.
+        let want = script_model(&initial, done);
+        let next = script_model(&initial, (done + 1).min(SCRIPT.len()));
+        let len = f.len().unwrap() as usize;
+        // A write moves the size a page at a time, as its bytes go in.
+        let (lo, hi) = (want.len().min(next.len()), want.len().max(next.len()));
         assert!(
-            is(&want) || is(&next) || zero_tail(&want) || zero_tail(&next),
-            "point {n} after {done} operations: page {page} is neither before nor after"
+            (lo..=hi).contains(&len),
+            "point {n} after {done} operations: size {len}, want {} to {}",
+            want.len(),
+            next.len()
         );
+        let mut got = vec![0; len];
+        assert_eq!(f.read_at(&mut got, 0).unwrap(), len);
+        for page in 0..len.div_ceil(4096) {
+            let r = page * 4096..((page + 1) * 4096).min(len);
+            let is = |m: &Vec<u8>| m.len() >= r.end && got[r.clone()] == m[r.clone()];
+            let zero_tail =
+                |m: &Vec<u8>| (r.start..r.end).all(|o| got[o] == m.get(o).copied().unwrap_or(0));
+            assert!(
+                is(&want) || is(&next) || zero_tail(&want) || zero_tail(&next),
+                "point {n} after {done} operations: page {page} is neither before nor after"
+            );
+        }
+        // Everyone else goes on: writes, reads, a write-back, through the
+        // locks the child may have died holding.
+        f.write_at(&[9; 10_000], 1000).unwrap();
+        let mut back = [0; 10_000];
+        f.read_at(&mut back, 1000).unwrap();
+        assert!(back.iter().all(|&b| b == 9), "point {n}: the write after");
+        // Past the size there is nothing, whatever the child left there:
+        // an extension reads zeros.
+        let end = f.len().unwrap();
+        f.set_len(end + 3 * 4096).unwrap();
+        let mut past = vec![1; 3 * 4096];
+        assert_eq!(f.read_at(&mut past, end).unwrap(), past.len());
+        let nz: Vec<usize> = (0..past.len()).filter(|&i| past[i] != 0).collect();
+        assert!(nz.is_empty(), "point {n}: bytes past the size {end}: {} nonzero from {:?} to {:?}, done {done}, status {status}", nz.len(), nz.first(), nz.last());
+        f.sync_data().unwrap();
+        cache
+            .verify()
+            .unwrap_or_else(|e| panic!("point {n}, after: {e}"));
+        if status == 1 {
+            // The script ran to its end: every point was tried.
+            assert!(n > 100, "only {n} crash points");
+            eprintln!("{} crash points, each killed once", n - 1);
+            break;
+        }
+        assert_eq!(status, 0, "point {n}: the child failed");
+        n += 1;
     }
-    // Everyone else goes on: writes, reads, a write-back, through the
-    // locks the child may have died holding.
-    f.write_at(&[9; 10_000], 1000).unwrap();
-    let mut back = [0; 10_000];
-    f.read_at(&mut back, 1000).unwrap();
-    assert!(back.iter().all(|&b| b == 9), "point {n}: the write after");
-    // Past the size there is nothing, whatever the child left there:
-    // an extension reads zeros.
-    let end = f.len().unwrap();
-    f.set_len(end + 3 * 4096).unwrap();
-    let mut past = vec![1; 3 * 4096];
-    assert_eq!(f.read_at(&mut past, end).unwrap(), past.len());
-    let nz: Vec<usize> = (0..past.len()).filter(|&i| past[i] != 0).collect();
-    assert!(nz.is_empty(), "point {n}: bytes past the size {end}: {} nonzero from {:?} to {:?}, done {done}, status {status}", nz.len(), nz.first(), nz.last());
-    f.sync_data().unwrap();
-    cache
-        .verify()
-        .unwrap_or_else(|e| panic!("point {n}, after: {e}"));
-    if status == 1 {
-        // The script ran to its end.
-        return true;
-    }
-    assert_eq!(status, 0, "point {n}: the child failed");
-    false
 }
 
 /// Bytes of this process's mappings of the memory file named `name`
