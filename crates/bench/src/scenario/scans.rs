@@ -1,26 +1,26 @@
 //! The `scans` scenario (by name only): hot point reads beside concurrent
 //! scans. A hot reader makes random 4 KiB reads of a file of C/5, first
 //! alone (solo) and then beside [`SCANS`] threads, each reading a file of
-//! [`SCAN_CAPACITIES`] C once, start to end, in 64 KiB reads. It does so
-//! twice per run: back to back (each read as the last ends: its reads
-//! per second), then at a fixed rate (a [`PACE_SHARE`]th of the back to
-//! back solo rate, so solo it is idle most of the time; each read's
+//! [`SCAN_CAPACITIES`] C once, start to end, in 64 KiB reads. Two modes,
+//! a run each: back to back (each read as the last ends: its reads per
+//! second), and at a fixed rate (the slowest back to back solo rate of
+//! the first round over [`PACE_SHARE`], the same for every contender and
+//! round, so solo the reader is idle most of the time; each read's
 //! latency counts from when it was due, so a stall counts for every read
 //! it held up, not just the one it hit). Three contenders, in turn within
-//! each round (the order rotating from round to round): foliocache (a
-//! private cache of C, this process, its threads), the kernel's page
-//! cache with this process in a memory cgroup limited to C
+//! each round and mode (the order rotating from round to round):
+//! foliocache (a private cache of C, this process, its threads), the
+//! kernel's page cache with this process in a memory cgroup limited to C
 //! ([`MemCgroup`]), and the bound: foliocache's hot reader beside
 //! [`SCANS`] threads that copy memory for as long as the solo phase,
 //! touching no cache (what the scheduler alone does to the hot reader's
 //! tail with five threads on the host's CPUs).
 //!
 //! ```text
-//!   cold cache of C; warm the hot file (each page read once, random order)
-//!   hot reader, back to back:  |<- solo ->|<- beside the scans (pass 1) ->|
-//!   warm again
-//!   hot reader, fixed rate:    |<- solo ->|<- beside the scans (pass 2) ->| stop
-//!   scans (4 threads):                    | files 1..4 of 5 C each, once, in 64 KiB |
+//!   a run: cold cache of C; warm the hot file (each page read once, random order)
+//!   hot reader (back to back, or fixed rate): |<- solo ->|<- beside the scans ->| stop
+//!   scans (4 threads):                                   | files 1..4 of 5 C each, once, in 64 KiB |
+//!   a round: every contender back to back, then every contender at the fixed rate
 //! ```
 //!
 //! Per contender, mode and phase: the hot reader's hit ratio (a read that
@@ -261,13 +261,12 @@ impl ModeFigures {
     }
 }
 
-/// One run's figures: back to back, then at the fixed rate (reads per
-/// second).
+/// A contender's figures in a round: back to back, and at the fixed
+/// rate.
 #[derive(Debug, Clone)]
 struct RunFigures {
     back: ModeFigures,
     fixed: ModeFigures,
-    rate: f64,
 }
 
 /// The hot file and the scans' files.
@@ -416,30 +415,22 @@ fn phases(
     })
 }
 
-/// Warms the hot file, runs the hot reader back to back (solo for
-/// `solo`, then beside `beside`), warms it again (the pages the scans
-/// took come back) and runs it at the fixed rate the back to back solo
-/// phase gives, beside `beside` again.
+/// Warms the hot file and runs the hot reader at `pace`: solo for
+/// `solo`, then beside `beside`.
 fn measure(
     hot_file: &HotFile,
     files: &Files,
     beside: Beside<'_>,
     solo: Duration,
-) -> Result<RunFigures> {
+    pace: Pace,
+) -> Result<ModeFigures> {
     let probe = hot::probe(hot_file, HOT_BS)?;
     hot::warm(hot_file, &files.hot, HOT_BS)?;
     let len = match hot_file {
         HotFile::Kernel(f) => f.metadata()?.len(),
         HotFile::Folio(f) => f.len(),
     };
-    let back = phases(hot_file, probe, len, beside, solo, Pace::BackToBack)?;
-    let rate = (back.solo.reads_per_s() / PACE_SHARE).max(1.0);
-    hot::warm(hot_file, &files.hot, HOT_BS)?;
-    let pace = Pace::Fixed {
-        period_ns: 1e9 / rate,
-    };
-    let fixed = phases(hot_file, probe, len, beside, solo, pace)?;
-    Ok(RunFigures { back, fixed, rate })
+    phases(hot_file, probe, len, beside, solo, pace)
 }
 
 /// One run of `who`, cold: a new cache of C, or the files dropped from
@@ -449,7 +440,8 @@ fn one_run(
     a: &ScansBench,
     files: &Files,
     avail: &Availability,
-) -> Result<RunFigures> {
+    pace: Pace,
+) -> Result<ModeFigures> {
     match who {
         Contender::Foliocache | Contender::Bound => {
             let cache = Cache::builder()
@@ -464,10 +456,10 @@ fn one_run(
             };
             let hot_file = open(&files.hot)?;
             if who == Contender::Bound {
-                return measure(&hot_file, files, Beside::Burn(a.solo), a.solo);
+                return measure(&hot_file, files, Beside::Burn(a.solo), a.solo, pace);
             }
             let scans = files.scans.iter().map(open).collect::<Result<Vec<_>>>()?;
-            measure(&hot_file, files, Beside::Scans(&scans), a.solo)
+            measure(&hot_file, files, Beside::Scans(&scans), a.solo, pace)
         }
         Contender::Kernel => {
             let open = |p: &PathBuf| -> Result<HotFile> {
@@ -479,7 +471,7 @@ fn one_run(
             let scans = files.scans.iter().map(open).collect::<Result<Vec<_>>>()?;
             let cgroup = MemCgroup::create(avail, a.capacity)?;
             let _inside = cgroup.enter()?;
-            measure(&hot_file, files, Beside::Scans(&scans), a.solo)
+            measure(&hot_file, files, Beside::Scans(&scans), a.solo, pace)
         }
     }
 }
@@ -595,32 +587,39 @@ pub fn run(
         ),
     }
     let (mut folio, mut kernel, mut bound) = (Vec::new(), Vec::new(), Vec::new());
+    let mut rate = None;
     for round in 0..repeat.max(1) {
         let mut order = contenders.clone();
         order.rotate_left(round as usize % contenders.len());
-        for who in order {
-            let r = one_run(who, a, &files, avail)?;
-            for (mode, m) in [("back to back", &r.back), ("fixed rate", &r.fixed)] {
-                let rate = if mode == "fixed rate" {
-                    format!(" {:.1}k/s", r.rate / 1e3)
-                } else {
-                    String::new()
-                };
-                tell(
-                    notes,
-                    say,
-                    format!(
-                        "round {} {:<10} {mode}{rate}: {}",
-                        round + 1,
-                        who.name(),
-                        m.describe()
-                    ),
-                );
-            }
+        let mut back = Vec::new();
+        for &who in &order {
+            let m = one_run(who, a, &files, avail, Pace::BackToBack)?;
+            let line = format!("round {} {:<10} back to back: {}", round + 1, who.name(), m.describe());
+            tell(notes, say, line);
+            back.push(m);
+        }
+        // One rate for every contender and round: the slowest solo of
+        // the first round's, over PACE_SHARE.
+        let r = *rate.get_or_insert_with(|| {
+            let slowest = back.iter().map(|m| m.solo.reads_per_s()).fold(f64::INFINITY, f64::min);
+            (slowest / PACE_SHARE).max(1.0)
+        });
+        let pace = Pace::Fixed { period_ns: 1e9 / r };
+        for (&who, back) in order.iter().zip(back) {
+            let fixed = one_run(who, a, &files, avail, pace)?;
+            let line = format!(
+                "round {} {:<10} fixed rate {:.1}k/s: {}",
+                round + 1,
+                who.name(),
+                r / 1e3,
+                fixed.describe()
+            );
+            tell(notes, say, line);
+            let figures = RunFigures { back, fixed };
             match who {
-                Contender::Foliocache => folio.push(r),
-                Contender::Kernel => kernel.push(r),
-                Contender::Bound => bound.push(r),
+                Contender::Foliocache => folio.push(figures),
+                Contender::Kernel => kernel.push(figures),
+                Contender::Bound => bound.push(figures),
             }
         }
     }
@@ -657,7 +656,6 @@ mod tests {
         RunFigures {
             back: mode.clone(),
             fixed: mode,
-            rate: 1.0,
         }
     }
 
