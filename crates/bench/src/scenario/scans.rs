@@ -594,14 +594,22 @@ pub fn run(
         let mut back = Vec::new();
         for &who in &order {
             let m = one_run(who, a, &files, avail, Pace::BackToBack)?;
-            let line = format!("round {} {:<10} back to back: {}", round + 1, who.name(), m.describe());
+            let line = format!(
+                "round {} {:<10} back to back: {}",
+                round + 1,
+                who.name(),
+                m.describe()
+            );
             tell(notes, say, line);
             back.push(m);
         }
         // One rate for every contender and round: the slowest solo of
         // the first round's, over PACE_SHARE.
         let r = *rate.get_or_insert_with(|| {
-            let slowest = back.iter().map(|m| m.solo.reads_per_s()).fold(f64::INFINITY, f64::min);
+            let slowest = back
+                .iter()
+                .map(|m| m.solo.reads_per_s())
+                .fold(f64::INFINITY, f64::min);
             (slowest / PACE_SHARE).max(1.0)
         });
         let pace = Pace::Fixed { period_ns: 1e9 / r };
@@ -669,7 +677,8 @@ mod tests {
         let bound = vec![run_of((1000, 0, 1.0, 10), (1000, 0, 1.0, 20))];
         let lines = summary(&folio, &kernel, &bound);
         assert!(
-            lines[0].contains("fixed rate: foliocache 0.990x (kernel 0.50x) (target >= 0.95x: met)"),
+            lines[0]
+                .contains("fixed rate: foliocache 0.990x (kernel 0.50x) (target >= 0.95x: met)"),
             "{lines:?}"
         );
         assert!(
