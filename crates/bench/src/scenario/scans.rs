@@ -113,7 +113,7 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
         description: format!(
             "Hot point reads beside concurrent scans: random {} reads of a {} file (C/5), alone \
              and then beside {SCANS} threads each reading a {} file (5 C) once in {} reads, back \
-             to back and then at a fixed rate (the solo back to back rate / {PACE_SHARE}, each \
+             to back and then at a fixed rate (the slowest solo back to back rate of round 1 / {PACE_SHARE}, each \
              read timed from when it was due); foliocache with a cache of C = {} against the \
              kernel with the process in a memory cgroup of C, cold, and the bound (foliocache's \
              hot reader beside {SCANS} threads copying memory), in turn. The hot reader's hit \
