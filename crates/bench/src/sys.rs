@@ -170,6 +170,30 @@ pub fn cpu_times() -> (Duration, Duration) {
     (tv(ru.user_time()), tv(ru.system_time()))
 }
 
+/// CPU time of the calling thread so far (user and system), from
+/// `getrusage(RUSAGE_THREAD)`; zero where that fails.
+pub fn thread_cpu_time() -> Duration {
+    use nix::sys::resource::{getrusage, UsageWho};
+    let Ok(ru) = getrusage(UsageWho::RUSAGE_THREAD) else {
+        return Duration::ZERO;
+    };
+    let tv =
+        |t: nix::sys::time::TimeVal| Duration::new(t.tv_sec() as u64, t.tv_usec() as u32 * 1000);
+    tv(ru.user_time()) + tv(ru.system_time())
+}
+
+/// Makes the calling thread's timed sleeps end when asked: a timer slack
+/// of 1 ns (`prctl(PR_SET_TIMERSLACK)`; the default 50 us lets the kernel
+/// wake a sleeper up to that late, to batch wake-ups).
+///
+/// # Errors
+/// The `prctl` failed.
+pub fn precise_timers() -> io::Result<()> {
+    Ok(rustix::thread::set_current_timer_slack(
+        std::num::NonZeroU64::new(1),
+    )?)
+}
+
 /// The CPU's time-stamp counter (`rdtsc`): cheaper to read than
 /// `Instant::now()` through the vDSO.
 #[cfg(target_arch = "x86_64")]

@@ -191,7 +191,12 @@ fn print_text(v: &serde_json::Value) {
         mmap_mode(v),
     );
     match crate::mount::object::reads_line(&v["object_store"]) {
-        Some(line) => println!("{line}"),
+        Some(line) => {
+            println!("{line}");
+            for line in crate::mount::object::tier_lines(&v["object_store"]) {
+                println!("{line}");
+            }
+        }
         None => {
             println!(
                 "reads: {}; {} backing reads",

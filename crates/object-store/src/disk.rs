@@ -82,6 +82,10 @@ use backing::{AlignedBuf, Backing, FileBacking, FileOptions, BLOCK};
 use parking_lot::Mutex;
 use xxhash_rust::xxh3::Xxh3;
 
+mod curve;
+pub(crate) use curve::{Point, Request};
+pub use curve::{TierCurve, TierPoint, MAX_SIM_SLOTS, TIER_RATIOS};
+
 /// The bytes of object a slot holds.
 pub const CHUNK: usize = 64 << 10;
 // A chunk's pages are the 16 bits of an admission mask (`admit`).
@@ -155,6 +159,8 @@ pub struct DiskTier {
     /// 68 KiB (an allocator keeps what each thread frees, in its own
     /// arena: docs/object-store.md, "Bounds").
     pool: Mutex<Vec<AlignedBuf>>,
+    /// The tier's curve at other sizes (module `curve`).
+    curve: curve::Estimator,
 }
 
 /// The most slot buffers [`DiskTier`] keeps for reuse.
@@ -256,7 +262,18 @@ impl DiskTier {
             ghosts: Mutex::new(Ghosts::default()),
             counts: Counts::default(),
             pool: Mutex::new(Vec::new()),
+            curve: curve::Estimator::new(slots),
         })
+    }
+
+    /// The tier with its curve's estimator ([`hit_ratio_curve`](Self::hit_ratio_curve))
+    /// on (the default) or off. Off, a read that asks the tier samples
+    /// nothing (the curve's points other than 1x are not known): for a
+    /// comparison of what the estimator costs, or a tier whose curve no
+    /// one reads.
+    pub fn with_curve(mut self, on: bool) -> DiskTier {
+        self.curve.set_on(on);
+        self
     }
 
     /// The tier's figures now.
@@ -463,6 +480,7 @@ impl DiskTier {
     /// unknown one, else the least recently used. A failed write is
     /// counted and otherwise ignored: the chunk is just not kept.
     pub fn put(&self, key: u128, data: &[u8]) {
+        self.curve.written(key);
         self.put_marked(key, data, false);
     }
 
@@ -470,7 +488,32 @@ impl DiskTier {
     /// passes over it until a lookup finds it, unless every slot of the
     /// set is kept (see the module documentation).
     pub fn put_kept(&self, key: u128, data: &[u8]) {
+        self.curve.written(key);
         self.put_marked(key, data, true);
+    }
+
+    /// [`put`](Self::put) of a chunk a read fetched (admitted, or of a
+    /// read-around window): the curve's simulations put it by their own
+    /// request ([`request`](Self::request)), not here.
+    pub(crate) fn put_read(&self, key: u128, data: &[u8]) {
+        self.put_marked(key, data, false);
+    }
+
+    /// Counts a read's request to the tier, and what it cost, into the
+    /// tier's curve (module `curve`).
+    pub(crate) fn request(&self, r: &Request<'_>) {
+        self.curve.request(r);
+    }
+
+    /// The hit ratio, the GETs and the bytes fetched from the store that
+    /// the tier would have had at 0.25x, 0.5x, 1x, 2x and 4x its slots,
+    /// over the reads through a [`CachedStore`](crate::CachedStore)
+    /// since the tier was opened (1x: what it had), from miniature
+    /// tiers run with its policy over a sample of its chunks (see
+    /// [`TierCurve`] and docs/object-store.md, "The tiers' curves").
+    pub fn hit_ratio_curve(&self) -> TierCurve {
+        let s = self.stats();
+        self.curve.curve(s.hits, s.misses)
     }
 
     /// [`put`](Self::put), marked kept or not.
@@ -688,29 +731,36 @@ impl DiskTier {
     /// whose runs of folios split a chunk between two reads admits
     /// nothing.
     pub fn admit(&self, key: u128, pages: u16) -> bool {
-        let mut g = self.ghosts.lock();
-        if let Some(seen) = g.map.get_mut(&key) {
+        let cap = self.ghost_cap();
+        self.ghosts.lock().admit(key, pages, cap)
+    }
+}
+
+impl Ghosts {
+    /// [`DiskTier::admit`] over these ghosts, at most `cap` keys (the
+    /// curve's simulations keep their own: module `curve`).
+    fn admit(&mut self, key: u128, pages: u16, cap: usize) -> bool {
+        if let Some(seen) = self.map.get_mut(&key) {
             if *seen & pages != 0 {
-                g.map.remove(&key);
+                self.map.remove(&key);
                 return true;
             }
             *seen |= pages;
             return false;
         }
-        let cap = self.ghost_cap();
         // The order holds admitted keys too (removed from the map, not
         // from it): bounded at twice the map, so it cannot grow where
         // most keys are admitted.
-        while g.map.len() >= cap || g.order.len() >= 2 * cap {
-            match g.order.pop_front() {
+        while self.map.len() >= cap || self.order.len() >= 2 * cap {
+            match self.order.pop_front() {
                 Some(old) => {
-                    g.map.remove(&old);
+                    self.map.remove(&old);
                 }
                 None => break,
             }
         }
-        g.map.insert(key, pages);
-        g.order.push_back(key);
+        self.map.insert(key, pages);
+        self.order.push_back(key);
         false
     }
 }

@@ -111,7 +111,7 @@ mod forward;
 mod hint;
 mod window;
 
-pub use disk::{DiskTier, DiskTierStats};
+pub use disk::{DiskTier, DiskTierStats, TierCurve, TierPoint, TIER_RATIOS};
 pub use hint::CacheHint;
 
 /// The cache over one version of object_store's trait, `$name` built from
@@ -138,7 +138,7 @@ macro_rules! trait_version {
             mod upload;
 
             pub use store::{
-                CachedStore, CachedStoreBuilder, CachedStoreStats, DEFAULT_MAX_OBJECTS,
+                CachedStore, CachedStoreBuilder, CachedStoreStats, TierCurves, DEFAULT_MAX_OBJECTS,
                 DEFAULT_WRITE_QUEUE,
             };
             pub use throttled::Throttled;
@@ -183,13 +183,13 @@ compile_error!("foliocache-object-store implements object_store's trait: enable 
 
 #[cfg(feature = "object-store-014")]
 pub use v014::{
-    CachedStore, CachedStoreBuilder, CachedStoreStats, Throttled, DEFAULT_MAX_OBJECTS,
+    CachedStore, CachedStoreBuilder, CachedStoreStats, Throttled, TierCurves, DEFAULT_MAX_OBJECTS,
     DEFAULT_WRITE_QUEUE,
 };
 
 #[cfg(all(feature = "object-store-013", not(feature = "object-store-014")))]
 pub use v013::{
-    CachedStore, CachedStoreBuilder, CachedStoreStats, Throttled, DEFAULT_MAX_OBJECTS,
+    CachedStore, CachedStoreBuilder, CachedStoreStats, Throttled, TierCurves, DEFAULT_MAX_OBJECTS,
     DEFAULT_WRITE_QUEUE,
 };
 

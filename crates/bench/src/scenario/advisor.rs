@@ -31,6 +31,11 @@
 //! (`SharedCache::hit_ratio_curve`), their hit ratios the group's, in
 //! bytes.
 //!
+//! The object store's tiers ([`store`]): the memory tier's curve on two
+//! of the traces, rows as the others' (their gaps counted in the last
+//! line), and the disk tier's hit ratios and GETs at 0.5x and 2x against
+//! tiers of those sizes, with the GETs' target (within 10 %).
+//!
 //! A point the curve does not know yet (`CurvePoint::known`) is shown as
 //! `n/k` and left out of the gaps; the last line counts the points within
 //! 2 points of the measured hit ratio and their mean absolute error.
@@ -48,6 +53,7 @@ use crate::args::BenchArgs;
 use crate::units::fmt_size;
 
 mod shapes;
+mod store;
 
 /// C, full and with `--quick` (`--capacity` overrides it).
 const CAPACITY: FullQuick<u64> = FullQuick(64 << 20, 16 << 20);
@@ -113,6 +119,8 @@ enum Job<'a> {
     GroupPool(&'a Path),
     /// A trace through the group's cache ([`shapes::group_trace`]).
     GroupTrace(&'a [u64], u64, &'a Path),
+    /// A trace through an object store's memory tier ([`store::memory`]).
+    Store(&'a [u64], u64),
 }
 
 impl Job<'_> {
@@ -125,6 +133,7 @@ impl Job<'_> {
             Job::Pool => shapes::pool(c, capacity),
             Job::GroupPool(dir) => shapes::group_pool(dir, c, capacity),
             Job::GroupTrace(trace, pages, dir) => shapes::group_trace(dir, trace, pages, capacity),
+            Job::Store(trace, pages) => store::memory(trace, pages, capacity),
         }
     }
 }
@@ -261,6 +270,17 @@ pub fn run(a: &Advisor, dir: &Path, notes: &mut Vec<String>, say: &dyn Fn(&str))
         let line = row(name, job, a.capacity, &mut gaps)?;
         tell(notes, say, line);
     }
+    // The object store's tiers, at a quarter of C (each read goes through
+    // the store's async path: a quarter of the reads).
+    let cs = (c / 4).max(1024);
+    for w in [Workload::Zipf(0.99), Workload::Loop] {
+        let (trace, pages) = w.trace(cs);
+        let name = format!("store mem: {}", w.name());
+        let line = row(&name, Job::Store(&trace, pages), cs * PAGE, &mut gaps)?;
+        tell(notes, say, line);
+    }
+    let (trace, pages) = Workload::Zipf(0.99).trace(cs);
+    store::disk_rows(&trace, pages, cs, &mut |line| tell(notes, say, line))?;
     // About as many page reads as the others (a Get reads a block, most
     // often over two pages).
     match dbtrace::record(dir, c, TRACE_CAPACITIES * c / 2)? {

@@ -106,6 +106,42 @@ pub fn reads_line(o: &serde_json::Value) -> Option<String> {
     ))
 }
 
+/// `stat`'s lines of an object store's mount's tiers' curves, from the
+/// control file's `object_store.tier_curves`: for each tier, the hit
+/// ratio and the store's GETs predicted at each multiple of its size
+/// (`n/k`: not known yet; `-`: not the tier's to say). None for a
+/// directory's mount.
+pub fn tier_lines(o: &serde_json::Value) -> Vec<String> {
+    let mut lines = Vec::new();
+    for (tier, what) in [("memory", "memory tier"), ("disk", "disk tier")] {
+        let Some(points) = o["tier_curves"][tier].as_array() else {
+            continue;
+        };
+        let cell = |p: &serde_json::Value, k: &str, f: &dyn Fn(f64) -> String, none: &str| {
+            p[k].as_f64().map_or_else(|| none.to_string(), f)
+        };
+        let ratios: Vec<String> = points
+            .iter()
+            .map(|p| format!("{}x", p["capacity_ratio"].as_f64().unwrap_or(0.0)))
+            .collect();
+        let hits: Vec<String> = points
+            .iter()
+            .map(|p| cell(p, "hit_ratio", &|h| format!("{:.1} %", 100.0 * h), "n/k"))
+            .collect();
+        let gets: Vec<String> = points
+            .iter()
+            .map(|p| cell(p, "remote_gets", &|g| format!("{g:.0}"), "-"))
+            .collect();
+        lines.push(format!(
+            "{what} predicted at {}: hit ratio {}; GETs {}",
+            ratios.join(" "),
+            hits.join(" "),
+            gets.join(" ")
+        ));
+    }
+    lines
+}
+
 /// `stat`'s line of an object store's mount (`foliocache mount
 /// --object-store`): its requests and its tiers, or `None` for a
 /// directory's mount.
@@ -142,6 +178,30 @@ pub fn object_store_line(o: &serde_json::Value) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_tiers_curve_is_a_line() {
+        let o = serde_json::json!({
+            "url": "s3://b",
+            "tier_curves": {
+                "memory": [
+                    {"capacity_ratio": 0.5, "hit_ratio": 0.25, "remote_gets": null},
+                    {"capacity_ratio": 1.0, "hit_ratio": 0.5, "remote_gets": null},
+                    {"capacity_ratio": 2.0, "hit_ratio": null, "remote_gets": null},
+                ],
+                "disk": [{"capacity_ratio": 2.0, "hit_ratio": 0.75, "remote_gets": 12.4}],
+            },
+        });
+        let lines = tier_lines(&o);
+        assert_eq!(
+            lines,
+            [
+                "memory tier predicted at 0.5x 1x 2x: hit ratio 25.0 % 50.0 % n/k; GETs - - -",
+                "disk tier predicted at 2x: hit ratio 75.0 %; GETs 12",
+            ]
+        );
+        assert!(tier_lines(&serde_json::json!({})).is_empty());
+    }
 
     #[test]
     fn an_object_mounts_reads_are_the_stores_figures() {

@@ -378,13 +378,26 @@ impl Mapping {
             return Err(Busy(true));
         }
         if count {
-            cache
+            // Counted as a read's hit is (`Mapping::read`'s hit path): its
+            // age, and its pages shown to the curve's sample, so that the
+            // curve of a cache read by pins (an object store's lent hits)
+            // sees its hits, not only its misses. A folio the backing
+            // filled, read for the first time, came from below: a miss to
+            // the curve.
+            let age = cache
                 .lru()
                 .read_access(&f, ff, sequential && offset > start);
             m.first_read(&f, ff, m.size());
+            let memory = !ff.contains(FolioFlags::FRESH);
+            let end = offset + n as u64;
+            let file = m.curve_counts();
             // (One lookup of the thread's shard for every count.)
-            let read = (n as u64, super::read::covered(offset, offset + n as u64));
-            cache.stats.count_hit(None, read, m.curve_counts());
+            let read = (n as u64, super::read::covered(offset, end));
+            cache.stats.count_hit(memory.then_some(age), read, file);
+            if n > 0 {
+                let pages = (offset / PAGE, (end - 1) / PAGE);
+                cache.stats.observe_read(m.sample_key, pages, memory, file);
+            }
         }
         Ok(Pinned {
             bytes: Bytes::Folio {

@@ -413,6 +413,7 @@ impl ObjectFs {
                 "corrupt": t.corrupt,
                 "slots": t.slots,
             })),
+            "tier_curves": tier_curves_json(&self.store.tier_curves()),
         });
         v["dontcache"] = false.into();
         v["shared_mmap"] = self.shared_mmap.load(Ordering::Relaxed).into();
@@ -423,6 +424,30 @@ impl ObjectFs {
             .into();
         v
     }
+}
+
+/// The store's tiers' curves ([`CachedStore::tier_curves`]) for the
+/// control file: each tier's points (capacity ratio, hit ratio or null
+/// while not known, GETs and bytes or null where the tier's size does not
+/// decide them).
+fn tier_curves_json(c: &foliocache_object_store::TierCurves) -> serde_json::Value {
+    let points = |t: &foliocache_object_store::TierCurve| {
+        t.points
+            .iter()
+            .map(|p| {
+                serde_json::json!({
+                    "capacity_ratio": p.capacity_ratio,
+                    "hit_ratio": p.known.then_some(p.hit_ratio),
+                    "remote_gets": p.remote_gets,
+                    "remote_bytes": p.remote_bytes,
+                })
+            })
+            .collect::<Vec<_>>()
+    };
+    serde_json::json!({
+        "memory": points(&c.memory),
+        "disk": c.disk.as_ref().map(points),
+    })
 }
 
 /// The errno of a store's error other than "not found": logged (the

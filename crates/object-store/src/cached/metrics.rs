@@ -8,7 +8,12 @@
 
 use std::sync::{Arc, Weak};
 
+use std::fmt;
+
 use foliocache::metrics::{register_figures, Family, Figures, Kind};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::disk::{DiskTier, DiskTierStats};
@@ -30,6 +35,71 @@ pub(crate) fn register(
             tier: tier.map(Arc::downgrade),
         }),
     );
+    if let Some(t) = tier {
+        registry.register_collector(Box::new(DiskCurve(Arc::downgrade(t))));
+    }
+}
+
+/// One family of the disk tier's curve: its name, help, unit, and what
+/// it reads of a point.
+type CurveFamily = (
+    &'static str,
+    &'static str,
+    Option<Unit>,
+    fn(&crate::TierPoint) -> f64,
+);
+
+/// The disk tier's curve ([`DiskTier::hit_ratio_curve`]), as gauges
+/// labelled `tier="disk"` and `capacity_ratio`: the hit ratio, and the
+/// GETs and bytes the store would have fetched, at each size. (The
+/// memory tier's hit ratios are the cache's own
+/// `foliocache_predicted_hit_ratio`.)
+struct DiskCurve(Weak<DiskTier>);
+
+impl fmt::Debug for DiskCurve {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DiskCurve").finish_non_exhaustive()
+    }
+}
+
+impl Collector for DiskCurve {
+    fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), fmt::Error> {
+        let Some(curve) = self.0.upgrade().map(|t| t.hit_ratio_curve()) else {
+            return Ok(());
+        };
+        let families: [CurveFamily; 3] = [
+            (
+                "foliocache_object_store_predicted_hit_ratio",
+                "The share of the chunks the tier was asked for that it would have held at capacity_ratio times its slots, over the reads since it was opened (1: the share it had)",
+                None,
+                |p| p.hit_ratio,
+            ),
+            (
+                "foliocache_object_store_predicted_remote_gets",
+                "The ranged GETs the store would have sent, since the tier was opened, with the tier at capacity_ratio times its slots (1: those it sent)",
+                None,
+                |p| p.remote_gets.unwrap_or(0.0),
+            ),
+            (
+                "foliocache_object_store_predicted_remote_read",
+                "The bytes those GETs would have fetched",
+                Some(Unit::Bytes),
+                |p| p.remote_bytes.unwrap_or(0.0),
+            ),
+        ];
+        for (name, help, unit, value) in families {
+            let m = ConstGauge::new(0.0f64);
+            let mut family = enc.encode_descriptor(name, help, unit.as_ref(), m.metric_type())?;
+            for p in &curve.points {
+                let labels = [
+                    ("tier", "disk".to_string()),
+                    ("capacity_ratio", p.capacity_ratio.to_string()),
+                ];
+                ConstGauge::new(value(p)).encode(family.encode_family(&labels)?)?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// What a scrape reads: the store's counters, its table, its tier.

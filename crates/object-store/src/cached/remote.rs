@@ -51,7 +51,7 @@ use parking_lot::Mutex;
 use tokio::runtime::Handle;
 
 use super::budget::{GetBudget, Taken};
-use crate::disk::{chunk_key, DiskTier, Found, CHUNK};
+use crate::disk::{chunk_key, DiskTier, Found, Point, Request, CHUNK};
 use crate::window::{span, Flights, Leader, LinkModel, Pieces, Role};
 
 /// The name the store's own errors carry (`object_store::Error::Generic`'s
@@ -211,15 +211,73 @@ impl<S: ObjectStore> RemoteBacking<S> {
             return self.fetch(range, fill).map(drop);
         };
         let chunk = CHUNK as u64;
-        let size = self.meta.size;
         let chunks = range.start / chunk..range.end.div_ceil(chunk);
-        let key = |c: u64| chunk_key(self.path.as_ref(), version, c);
-        let len = |c: u64| ((size - c * chunk).min(chunk)) as usize;
-        let sequential = self.last_end.swap(range.end, Ordering::Relaxed) == range.start;
+        let pages = |c: u64| {
+            let lo = range.start.max(c * chunk) - c * chunk;
+            let hi = range.end.min((c + 1) * chunk) - c * chunk;
+            let (first, last) = (lo / BLOCK as u64, (hi - 1) / BLOCK as u64);
+            (first..=last).fold(0u16, |m, p| m | 1 << p)
+        };
+        let asked: Vec<(u128, u16)> = chunks
+            .map(|c| (chunk_key(self.path.as_ref(), version, c), pages(c)))
+            .collect();
         let promote = self.once.load(Ordering::Relaxed) == 0;
-        let held = chunks.clone().all(|c| {
-            let found = tier.get_with(key(c), len(c), promote, |data| {
-                clip(&range, c * chunk, data, &mut *fill)
+        let sequential = self.last_end.swap(range.end, Ordering::Relaxed) == range.start;
+        let window = self.counters.link.point_window();
+        let point = window > 0
+            && !sequential
+            && (range.end - range.start).saturating_mul(POINT_SHARE) <= window;
+        let mut paid = Paid::default();
+        let ask = Ask {
+            range: &range,
+            chunks: &asked,
+            promote,
+            window: if point { window } else { 0 },
+        };
+        self.read_tiered(tier, version, &ask, fill, &mut paid)?;
+        // What it cost, for the tier's curve (`disk::curve`).
+        let key = |c: u64| chunk_key(self.path.as_ref(), version, c);
+        let span = span(&range, window.max(1), self.meta.size);
+        let first = span.start / chunk;
+        tier.request(&Request {
+            chunks: &asked,
+            promote,
+            point: point.then(|| Point {
+                id: key(first),
+                chunks: first..span.end.div_ceil(chunk),
+                key: &key,
+                after: NEAR_MISSES,
+            }),
+            gets: paid.gets,
+            bytes: paid.bytes,
+            len: range.end - range.start,
+        });
+        Ok(())
+    }
+
+    /// [`read_range`](Self::read_range) with a disk tier, of what `ask`
+    /// asks; the GETs sent counted into `paid`.
+    fn read_tiered(
+        &self,
+        tier: &Arc<DiskTier>,
+        version: &str,
+        ask: &Ask<'_>,
+        fill: Fill<'_>,
+        paid: &mut Paid,
+    ) -> object_store::Result<()> {
+        let Ask {
+            range,
+            chunks: asked,
+            promote,
+            window,
+        } = *ask;
+        let chunk = CHUNK as u64;
+        let size = self.meta.size;
+        let first = range.start / chunk;
+        let len = |c: u64| ((size - c * chunk).min(chunk)) as usize;
+        let held = (first..).zip(asked).all(|(c, &(key, _))| {
+            let found = tier.get_with(key, len(c), promote, |data| {
+                clip(range, c * chunk, data, &mut *fill)
             });
             if found == Found::Corrupt {
                 // Said once: the damaged slot is empty from now on.
@@ -237,29 +295,23 @@ impl<S: ObjectStore> RemoteBacking<S> {
             }
             return Ok(());
         }
-        let window = self.counters.link.point_window();
-        if window > 0 && !sequential && self.point_reads_near(&range, window) {
-            return self.read_around(tier, version, range, window, fill);
+        if window > 0 && self.point_reads_near(range, window) {
+            return self.read_around(tier, range.clone(), window, fill, paid);
         }
-        let pages = |c: u64| {
-            let lo = range.start.max(c * chunk) - c * chunk;
-            let hi = range.end.min((c + 1) * chunk) - c * chunk;
-            let (first, last) = (lo / BLOCK as u64, (hi - 1) / BLOCK as u64);
-            (first..=last).fold(0u16, |m, p| m | 1 << p)
-        };
-        let admitted: Vec<u64> = chunks
-            .clone()
-            .filter(|&c| tier.admit(key(c), pages(c)))
+        let admitted: Vec<u64> = (first..)
+            .zip(asked)
+            .filter(|&(_, &(key, pages))| tier.admit(key, pages))
+            .map(|(c, _)| c)
             .collect();
         if admitted.is_empty() {
-            return self.fetch(range, fill).map(drop);
+            return self.fetch_paid(range.clone(), fill, paid).map(drop);
         }
         // The admitted chunks are kept as the body streams in, and written
         // once it is all in (a GET that fails writes nothing).
         let mut kept: Vec<(u64, Vec<u8>)> = Vec::with_capacity(admitted.len());
-        let wide = chunks.start * chunk..(chunks.end * chunk).min(size);
+        let wide = first * chunk..((first + asked.len() as u64) * chunk).min(size);
         let mut sink = |at: u64, data: &[u8]| {
-            clip(&range, at, data, &mut *fill);
+            clip(range, at, data, &mut *fill);
             for (c, part) in split(at, data) {
                 if admitted.binary_search(&c).is_err() {
                     continue;
@@ -274,9 +326,9 @@ impl<S: ObjectStore> RemoteBacking<S> {
                 }
             }
         };
-        let _taken = self.fetch(wide, &mut sink)?;
+        let _taken = self.fetch_paid(wide, &mut sink, paid)?;
         for (c, data) in kept {
-            tier.put(key(c), &data);
+            tier.put_read(asked[(c - first) as usize].0, &data);
         }
         if let Some(write) = self.take_record() {
             write();
@@ -284,17 +336,29 @@ impl<S: ObjectStore> RemoteBacking<S> {
         Ok(())
     }
 
-    /// Whether a miss of `range` is a point read among others near it,
-    /// whose `window` is worth fetching whole: a read of at most an
-    /// [`POINT_SHARE`]th of the window, in a window where
-    /// [`NEAR_MISSES`] misses came before it. A reader that reads each
-    /// part once (a table's column chunks, its footer) is fetched what it
-    /// asks for; one that comes back near its misses (point lookups of
-    /// hot keys) gets the window after a few.
+    /// [`fetch`](Self::fetch) of `range`, its GET and bytes counted into
+    /// `paid`.
+    fn fetch_paid(
+        &self,
+        range: Range<u64>,
+        sink: Fill<'_>,
+        paid: &mut Paid,
+    ) -> object_store::Result<Taken> {
+        let n = range.end - range.start;
+        let taken = self.fetch(range, sink)?;
+        paid.gets += 1;
+        paid.bytes += n;
+        Ok(taken)
+    }
+
+    /// Whether a miss of `range`, a point read (at most an
+    /// [`POINT_SHARE`]th of `window`, not sequential), is among others
+    /// near it, so that its `window` is worth fetching whole: a window
+    /// where [`NEAR_MISSES`] misses came before it. A reader that reads
+    /// each part once (a table's column chunks, its footer) is fetched
+    /// what it asks for; one that comes back near its misses (point
+    /// lookups of hot keys) gets the window after a few.
     fn point_reads_near(&self, range: &Range<u64>, window: u64) -> bool {
-        if (range.end - range.start).saturating_mul(POINT_SHARE) > window {
-            return false;
-        }
         let mut near = self.near.lock();
         if near.len() >= MAX_NEAR {
             near.clear();
@@ -312,10 +376,10 @@ impl<S: ObjectStore> RemoteBacking<S> {
     fn read_around(
         &self,
         tier: &Arc<DiskTier>,
-        version: &str,
         range: Range<u64>,
         window: u64,
         fill: Fill<'_>,
+        paid: &mut Paid,
     ) -> object_store::Result<()> {
         let span = span(&range, window, self.meta.size);
         match self.flights.begin(&span) {
@@ -335,13 +399,14 @@ impl<S: ObjectStore> RemoteBacking<S> {
                         }
                     }
                 };
-                match self.fetch(span.clone(), &mut sink) {
+                match self.fetch_paid(span.clone(), &mut sink, paid) {
                     Ok(taken) => {
                         if !piece.is_empty() {
                             pieces.push(piece.into());
                         }
                         let pieces: Pieces = pieces.into();
                         lead.publish(Some(pieces.clone()));
+                        let version = self.tier.as_ref().map_or("", |t| t.1.as_str());
                         self.keep(tier, version, span.start, pieces, (lead, taken));
                         Ok(())
                     }
@@ -360,7 +425,7 @@ impl<S: ObjectStore> RemoteBacking<S> {
                         }
                         Ok(())
                     }
-                    None => self.fetch(range, fill).map(drop),
+                    None => self.fetch_paid(range, fill, paid).map(drop),
                 }
             }
         }
@@ -386,7 +451,7 @@ impl<S: ObjectStore> RemoteBacking<S> {
             let chunk = CHUNK as u64;
             for (i, data) in pieces.iter().enumerate() {
                 let c = start / chunk + i as u64;
-                tier.put(chunk_key(path.as_ref(), &version, c), data);
+                tier.put_read(chunk_key(path.as_ref(), &version, c), data);
             }
             if let Some(write) = record {
                 write();
@@ -486,6 +551,27 @@ impl<S: ObjectStore> RemoteBacking<S> {
             .into(),
         }
     }
+}
+
+/// The GETs one read sent and their bytes: what the disk tier's curve
+/// counts (`disk::curve`).
+#[derive(Default)]
+struct Paid {
+    gets: u64,
+    bytes: u64,
+}
+
+/// What one read asks the tier ([`RemoteBacking::read_tiered`]).
+#[derive(Clone, Copy)]
+struct Ask<'a> {
+    /// Its range in the object.
+    range: &'a Range<u64>,
+    /// Its chunks' keys, and the pages of each it asks.
+    chunks: &'a [(u128, u16)],
+    /// Whether a chunk found is marked used (not a read-once read).
+    promote: bool,
+    /// The read-around window of a point read (0: not one).
+    window: u64,
 }
 
 /// Where a GET's body goes as it streams in: each chunk with its offset in

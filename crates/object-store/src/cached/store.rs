@@ -25,7 +25,7 @@ use tokio::runtime::Handle;
 use super::budget::GetBudget;
 use super::through::WriteThrough;
 use crate::CacheHint;
-use crate::disk::{record_key, DiskTier};
+use crate::disk::{record_key, DiskTier, TierCurve, TierPoint};
 use super::objects::{Key, Object, Objects};
 use super::read::{cached, prefetch, read, read_ranges, stream_rest, CHUNK};
 use super::record;
@@ -248,7 +248,76 @@ pub struct CachedStoreStats {
     pub max_objects: u64,
 }
 
+/// The curves of a [`CachedStore`]'s tiers, from
+/// [`CachedStore::tier_curves`]: the hit ratio each tier would have had
+/// at 0.25x, 0.5x, 1x, 2x and 4x its size (the other tier as it is), and
+/// the GETs and bytes the store would have fetched (docs/object-store.md,
+/// "The tiers' curves"; docs/metrics.md says how to read them).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[non_exhaustive]
+pub struct TierCurves {
+    /// The memory tier's: the cache's own curve
+    /// ([`Cache::hit_ratio_curve`]: a cache shared with other stores or
+    /// files is one curve of all their reads), its points' GETs and
+    /// bytes the store's measured ones scaled by the ratio of the
+    /// predicted miss ratio to the measured one (the curve's recent
+    /// window's ratio, the store's counts since it was made); with a disk
+    /// tier, no GETs (a memory miss goes to the tier first: its curve
+    /// says them).
+    pub memory: TierCurve,
+    /// The disk tier's ([`DiskTier::hit_ratio_curve`]), if there is one.
+    pub disk: Option<TierCurve>,
+}
+
 impl<S: ObjectStore> CachedStore<S> {
+    /// The curves of its tiers (see [`TierCurves`]): what a user pays for
+    /// (GETs and the bytes they fetch) at other sizes of memory and disk.
+    ///
+    /// ```
+    /// use foliocache_object_store::CachedStore;
+    /// use object_store::{memory::InMemory, path::Path, ObjectStore, ObjectStoreExt};
+    ///
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let cache = foliocache::Cache::builder().capacity(16 << 20).build()?;
+    /// let store = CachedStore::new(InMemory::new(), cache);
+    /// let path = Path::from("data/part-0");
+    /// store.put(&path, vec![7u8; 100_000].into()).await?;
+    /// store.get_range(&path, 0..4096).await?;
+    /// let curves = store.tier_curves();
+    /// let one = curves.memory.at(1.0).unwrap();
+    /// assert_eq!(one.remote_gets, Some(1.0)); // 1x: the GETs sent
+    /// assert!(curves.disk.is_none());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn tier_curves(&self) -> TierCurves {
+        let curve = self.cache.hit_ratio_curve();
+        let s = self.stats();
+        let miss = 1.0 - curve.points[2].hit_ratio;
+        let points = curve.points.map(|p| {
+            // The store's GETs (or bytes), scaled by the miss ratios.
+            let pay = |measured: u64| {
+                (self.tier.is_none() && curve.accesses > 0 && miss > 0.0)
+                    .then(|| measured as f64 * (1.0 - p.hit_ratio) / miss)
+            };
+            TierPoint {
+                capacity_ratio: p.capacity_ratio,
+                hit_ratio: p.hit_ratio,
+                known: p.known().is_some(),
+                remote_gets: pay(s.remote_gets),
+                remote_bytes: pay(s.remote_get_bytes),
+            }
+        });
+        TierCurves {
+            memory: TierCurve {
+                points,
+                accesses: curve.accesses,
+                sampled: curve.sampled,
+            },
+            disk: self.tier.as_ref().map(|t| t.hit_ratio_curve()),
+        }
+    }
+
     /// `inner` with reads cached in `cache`, with the defaults (see
     /// [`CachedStoreBuilder`]).
     ///

@@ -11,6 +11,7 @@ extern crate object_store_013 as object_store;
 mod around;
 mod budget;
 mod counting;
+mod curves;
 mod disk;
 mod hints;
 mod lent;

@@ -130,6 +130,32 @@ async fn the_endpoint_serves_the_stores_figures_per_tier() {
     );
     // The cache's own figures, in the same text.
     assert!(m("foliocache_misses_total") >= 1);
+    // The disk tier's curve: at each ratio, the tier's own figures
+    // (1x: what it had and sent).
+    let curve = s.tier_curves().disk.unwrap();
+    let f = |name: String| -> f64 {
+        after
+            .lines()
+            .find_map(|l| l.strip_prefix(&name)?.strip_prefix(' '))
+            .unwrap_or_else(|| panic!("no {name} in:\n{after}"))
+            .parse()
+            .unwrap()
+    };
+    for p in curve.points {
+        let labels = format!("{{tier=\"disk\",capacity_ratio=\"{}\"}}", p.capacity_ratio);
+        let name = |n: &str| format!("foliocache_object_store_predicted_{n}{labels}");
+        assert_eq!(f(name("hit_ratio")), p.hit_ratio, "{labels}");
+        assert_eq!(Some(f(name("remote_gets"))), p.remote_gets, "{labels}");
+        assert_eq!(
+            Some(f(name("remote_read_bytes"))),
+            p.remote_bytes,
+            "{labels}"
+        );
+    }
+    assert_eq!(
+        curve.at(1.0).unwrap().remote_gets,
+        Some(st.remote_gets as f64)
+    );
 
     // The collector holds the store weakly.
     drop(s);
