@@ -152,7 +152,11 @@ impl Session {
         let seconds = t.elapsed().as_secs_f64();
         let schema = match batches.first() {
             Some(b) => b.schema(),
-            None => return Err(DataFusionError::Execution("the query returned nothing".into())),
+            None => {
+                return Err(DataFusionError::Execution(
+                    "the query returned nothing".into(),
+                ))
+            }
         };
         Ok(Pass {
             seconds,
@@ -344,7 +348,11 @@ impl Job {
             self.cache_round(disk, &want, "foliocache+disk", &mut r.disk)
                 .await?;
             let _ = std::fs::remove_file(&tier);
-            say(&format!("datafusion: round {} of {} done", round + 1, self.rounds));
+            say(&format!(
+                "datafusion: round {} of {} done",
+                round + 1,
+                self.rounds
+            ));
         }
         Ok(r)
     }
@@ -362,38 +370,41 @@ impl Report {
     /// issue's targets beside them).
     pub fn lines(&self, job: &Job) -> Vec<String> {
         let (local, bare) = (median(&self.local), median(&self.bare));
-        [("foliocache", &self.memory), ("foliocache+disk", &self.disk)]
-            .into_iter()
-            .map(|(label, c)| {
-                let passes = c.warm.len().max(1) as u64;
-                format!(
-                    "datafusion group-by ({} MiB file, {} row groups, cache {} MiB, {} ms and {} \
+        [
+            ("foliocache", &self.memory),
+            ("foliocache+disk", &self.disk),
+        ]
+        .into_iter()
+        .map(|(label, c)| {
+            let passes = c.warm.len().max(1) as u64;
+            format!(
+                "datafusion group-by ({} MiB file, {} row groups, cache {} MiB, {} ms and {} \
                      MB/s, {} rounds): {label} warm {:.3} s = {:.2}x local {:.3} s (target 1.05x); \
                      cold {:.3} s = {:.2}x bare {:.3} s (target 1.05x); remote bytes / bytes \
                      asked: cold {:.2}x, warm {:.2}x (target 1.05x; asked {} cold, {} warm a \
                      pass); warm reads a pass: {} hits, {} misses, {} GETs, {} HEADs",
-                    self.size >> 20,
-                    self.table.groups(),
-                    self.size >> 22,
-                    job.latency.as_millis(),
-                    job.bandwidth / 1_000_000,
-                    job.rounds,
-                    median(&c.warm),
-                    median(&c.warm) / local,
-                    local,
-                    median(&c.cold),
-                    median(&c.cold) / bare,
-                    bare,
-                    c.remote_cold as f64 / c.asked_cold.max(1) as f64,
-                    c.remote_warm as f64 / c.asked_warm.max(1) as f64,
-                    c.asked_cold / c.cold.len().max(1) as u64,
-                    c.asked_warm / passes,
-                    c.warm_reads[0] / passes,
-                    c.warm_reads[1] / passes,
-                    c.warm_reads[2] / passes,
-                    c.warm_reads[3] / passes,
-                )
-            })
-            .collect()
+                self.size >> 20,
+                self.table.groups(),
+                self.size >> 22,
+                job.latency.as_millis(),
+                job.bandwidth / 1_000_000,
+                job.rounds,
+                median(&c.warm),
+                median(&c.warm) / local,
+                local,
+                median(&c.cold),
+                median(&c.cold) / bare,
+                bare,
+                c.remote_cold as f64 / c.asked_cold.max(1) as f64,
+                c.remote_warm as f64 / c.asked_warm.max(1) as f64,
+                c.asked_cold / c.cold.len().max(1) as u64,
+                c.asked_warm / passes,
+                c.warm_reads[0] / passes,
+                c.warm_reads[1] / passes,
+                c.warm_reads[2] / passes,
+                c.warm_reads[3] / passes,
+            )
+        })
+        .collect()
     }
 }

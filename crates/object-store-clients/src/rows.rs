@@ -95,7 +95,6 @@ impl Table {
         w.close()?;
         Ok(std::fs::metadata(file)?.len())
     }
-
 }
 
 /// The table's schema.
@@ -145,4 +144,3 @@ fn batch(ids: Range<u64>) -> Result<RecordBatch> {
     ];
     RecordBatch::try_new(schema(), cols).map_err(|e| ParquetError::General(e.to_string()))
 }
-

@@ -26,8 +26,8 @@ use parquet::arrow::async_reader::ParquetObjectReader;
 use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
 use parquet::errors::Result;
 
-pub use crate::rows::{Table, KEYS, PAYLOAD, ROW_BYTES};
 use crate::rows::key;
+pub use crate::rows::{Table, KEYS, PAYLOAD, ROW_BYTES};
 
 /// The columns, by leaf index.
 const ID: usize = 0;
@@ -122,4 +122,3 @@ pub async fn run(
 pub fn rows(batches: &[RecordBatch]) -> u64 {
     batches.iter().map(|b| b.num_rows() as u64).sum()
 }
-

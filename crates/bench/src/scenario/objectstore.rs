@@ -32,7 +32,7 @@
 //!   each read once by a compaction after a lag, beside a query's hot
 //!   set; then puts at twice the tier's write bandwidth ([`lsm`]);
 //! - `parquet` (the bench's feature `parquet`): arrow-rs `parquet`'s
-//!   reader through the stores ([`parquet`](mod@parquet));
+//!   reader through the stores (module `parquet`);
 //! - `datafusion`, only when named: DataFusion 55's SQL over Parquet
 //!   through the stores, its client built when asked ([`datafusion`]).
 //!
