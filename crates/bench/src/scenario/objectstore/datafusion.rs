@@ -7,7 +7,7 @@
 //!
 //! DataFusion is not in the workspace: its crate, `clients/datafusion`,
 //! has a workspace and a lock of its own, so that neither the quick
-//! start's build nor the test command pays its build (tens of minutes on
+//! start's build nor the test command pays its build (more than an hour on
 //! a small host: docs/measurements/2026-11-30-objectstore-datafusion.md).
 //! The job builds it here with `cargo build --release --manifest-path
 //! clients/datafusion/Cargo.toml` (saying so on stderr first, and how
@@ -30,7 +30,7 @@ fn crate_dir() -> PathBuf {
 }
 
 /// What the build costs, said before it starts.
-const BUILD_COST: &str = "about 25 minutes from scratch on a 2-vCPU host under load, \
+const BUILD_COST: &str = "more than an hour from scratch on a loaded 2-vCPU host, \
                           seconds once built";
 
 /// Builds the client (if it is not built, or is stale): its binary.
