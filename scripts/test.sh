@@ -12,6 +12,16 @@ cd "$(dirname "$0")/.."
 # on 2 cores: the figures show which step to shorten).
 step() { printf '\n==> %s (at %dm%02ds)\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
 
+# Waits for a job started beside the steps (pid `$1`), prints its log
+# (`$2`) whole, and fails the run if it failed (`$3`: what it was).
+finish_beside() {
+  local status=0
+  wait "$1" || status=$?
+  trap - EXIT
+  cat "$2"
+  [ "$status" = 0 ] || { echo "$3 failed (exit $status)" >&2; exit 1; }
+}
+
 # The FUSE mount's tests need fusermount3 (package fuse3; as root only to
 # unmount), fio (the verified workloads through the mount), sqlite3 and
 # db_bench (rocksdb-tools): real programs through the mount; the
@@ -176,11 +186,7 @@ RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
 # the IO buffers); installs a nightly toolchain with miri through rustup if
 # missing.
 step "miri over the unsafe modules' tests (xarray node frees, arena, IO buffers): waiting for it, its output"
-miri_status=0
-wait "$miri_pid" || miri_status=$?
-trap - EXIT
-cat target/miri.log
-[ "$miri_status" = 0 ] || { echo "miri failed (exit $miri_status)" >&2; exit 1; }
+finish_beside "$miri_pid" target/miri.log miri
 
 # The CLI's smoke run: `foliocache bench --quick` (every scenario, every
 # default engine, two repeats) on 8 MiB files; the test checks every JSON
@@ -205,20 +211,42 @@ fi
 # tests below skip them.
 MOTO_SERVER="$PWD/$moto" cargo test --release "${workspace[@]}" --test it s3::
 
-# The object-store cache implements object_store 0.13's trait too
-# (DataFusion 55): its unit and integration tests again, `object_store`
-# naming 0.13 (the workspace's build tests 0.14).
-step "object-store cache over object_store 0.13 (DataFusion 55's)"
-cargo test --release -p foliocache-object-store --no-default-features \
-  --features object-store-013,prometheus --lib --test it
-
 # One test binary a crate (`tests/it/`, a module a theme) and the few that
 # need a process of their own (loom, memory_audit, soak, the fuzz smoke
 # run): docs/testing.md.
 # `foliocache run` and `mount` keep warm-restart state files under
 # $XDG_STATE_HOME by default: the tests' go to the target directory.
 export XDG_STATE_HOME="$PWD/target/test-state"
-step "cargo test --workspace --release"
+
+# Beside the workspace's tests, at the lowest priority, in the cores'
+# time they leave idle (they wait on fsync, forks, sleeps and real
+# programs for about half of it: docs/testing.md, "What each step
+# costs"): the cdylibs the C API's and the CLI's tests build (`cargo
+# build -p ...` with their own package selection, so with their own
+# features: 29 units of their own), before those tests ask for them, and
+# the object-store cache's tests over object_store 0.13's trait
+# (DataFusion 55; the workspace's build tests 0.14), whose build is 38
+# units of its own. Cargo lets one build at a time use the target
+# directory: this starts after the workspace's test binaries are built
+# and their run has begun (started first, it would only put itself before
+# them); a test that builds meanwhile waits for it. Its output is printed
+# whole after theirs.
+step "cargo test --workspace --release: the build"
+cargo test --release "${workspace[@]}" --no-run
+{
+  sleep 10
+  nice -n 19 cargo build --release -p foliocache-capi
+  nice -n 19 cargo build --release -p foliocache-preload -p foliocache-capi -p foliocache-sqlite-ext
+  nice -n 19 cargo test --release -p foliocache-object-store --no-default-features \
+    --features object-store-013,prometheus --lib --test it
+} >target/beside.log 2>&1 &
+beside_pid=$!
+trap 'kill "$beside_pid" 2>/dev/null || true' EXIT
+
+step "cargo test --workspace --release, the cdylibs and the object_store 0.13 tests built beside them"
 # (the S3 tests, `s3::`, ran above with their server)
 cargo test --release "${workspace[@]}" -- --skip quick_seeds_smoke_run --skip s3::
+
+step "the cdylibs' builds, the object-store cache over object_store 0.13 (DataFusion 55's): waiting for them, their output"
+finish_beside "$beside_pid" target/beside.log "the builds and tests beside the workspace's tests"
 step "done"

@@ -448,9 +448,10 @@ fn read_files_concurrently(c: Cache) {
     let s = check_consistent(&c);
     assert!(s.evictions > 1000, "{s:?}");
     drop(opened);
-    // A mapping's folios go with its last reference, which a thread of the
-    // cache may hold a moment longer than the last handle (reclaim steps
-    // from a folio to its file holding it: `Mapping::of_listed`): wait for
+    // A mapping's folios go with its last reference, which may outlive the
+    // last handle: an asynchronous readahead's read keeps its mapping
+    // until the IO engine completes it (`Mapping::submit_runs`), and under
+    // load that completion can come after the readers are joined. Wait for
     // them to go (a folio that never goes fails the wait).
     crate::common::write::wait_until("the files' folios to leave the cache", || {
         c.stats().folios == 0
