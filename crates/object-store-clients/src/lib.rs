@@ -3,11 +3,15 @@
 //! tests and in `foliocache bench --scenario objectstore`.
 //!
 //! - [`table`]: arrow-rs `parquet`'s `ParquetObjectReader` (parquet 60,
-//!   object_store 0.14): a Parquet file of many row groups written here,
-//!   a projection of two columns with a filter, and point lookups by row
-//!   group, through any `ObjectStore`; [`Asked`] counts the bytes a query
-//!   asks its store for, the measure of what a cache under it fetched
-//!   beyond them.
+//!   object_store 0.14): a projection of two columns with a filter, and
+//!   point lookups by row group, through any `ObjectStore`, over the
+//!   table of [`rows`] (a Parquet file of many row groups written here);
+//!   [`Asked`] counts the bytes a query asks its store for, the measure
+//!   of what a cache under it fetched beyond them.
+//!
+//! DataFusion 55 (object_store 0.13) is the client of `clients/datafusion`,
+//! a crate outside the workspace that compiles [`rows`] and [`asked`] as
+//! its own modules.
 //!
 //! A crate of its own, so that arrow's and parquet's build is paid only by
 //! the workspace's tests and the bench's `parquet` feature
@@ -17,6 +21,9 @@
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 
+pub mod asked;
+pub mod rows;
 pub mod table;
 
-pub use table::{Asked, Query, Table};
+pub use asked::Asked;
+pub use table::{Query, Table};

@@ -33,7 +33,11 @@
 //! - `lsm`: an LSM engine's trace through foliocache with its disk tier,
 //!   with the per-call hints and without: files written at 3x the tier,
 //!   each read once by a compaction after a lag, beside a query's hot
-//!   set; then puts at twice the tier's write bandwidth ([`lsm`]).
+//!   set; then puts at twice the tier's write bandwidth ([`lsm`]);
+//! - `parquet` (the bench's feature `parquet`): arrow-rs `parquet`'s
+//!   reader through the stores (module `parquet`);
+//! - `datafusion`, only when named: DataFusion 55's SQL over Parquet
+//!   through the stores, its client built when asked ([`datafusion`]).
 //!
 //! `FOLIOCACHE_OBJSTORE_JOBS` (a comma-separated list of jobs) runs only
 //! those (the tests run `memory` alone). `FOLIOCACHE_OBJSTORE_DISK` (a
@@ -66,6 +70,7 @@ use engines::{Engine, Objects, ENGINES, FOLIO, FOLIO_DISK, FOYER};
 use remote::Remote;
 
 mod cold;
+mod datafusion;
 mod engines;
 #[cfg(feature = "foyer")]
 mod foyer;
@@ -98,6 +103,9 @@ pub const LSM: JobName = "lsm";
 /// arrow-rs `parquet`'s queries through the stores (the bench's feature
 /// `parquet`).
 pub const PARQUET: JobName = "parquet";
+/// DataFusion 55's SQL through the stores (only when named: its client is
+/// built by the job).
+pub const DATAFUSION: JobName = "datafusion";
 /// The jobs, in order.
 const JOBS: &[JobName] = &[
     ZIPF,
@@ -110,6 +118,7 @@ const JOBS: &[JobName] = &[
     LSM,
     #[cfg(feature = "parquet")]
     PARQUET,
+    DATAFUSION,
 ];
 /// How to build the bench with the `parquet` job.
 const PARQUET_BUILD: &str =
@@ -135,11 +144,18 @@ fn runs(job: JobName) -> bool {
     std::env::var(JOBS_ENV).map_or(true, |v| v.split(',').any(|j| j.trim() == job))
 }
 
+/// Whether `job` is named in [`JOBS_ENV`] (the jobs that run only then).
+fn named(job: JobName) -> bool {
+    std::env::var(JOBS_ENV).is_ok_and(|v| v.split(',').any(|j| j.trim() == job))
+}
+
 /// M (full, `--quick`).
 const M: FullQuick<u64> = FullQuick(64 << 20, 16 << 20);
 /// The `parquet` job's file (full, `--quick`).
 #[cfg(feature = "parquet")]
 const PARQUET_FILE: FullQuick<u64> = FullQuick(256 << 20, 16 << 20);
+/// The `datafusion` job's file (full, `--quick`).
+const DATAFUSION_FILE: FullQuick<u64> = FullQuick(256 << 20, 16 << 20);
 /// A scanned object's size.
 const SCAN_OBJECT: FullQuick<u64> = FullQuick(64 << 20, 16 << 20);
 /// Measured point reads (as many again warm the caches first).
@@ -186,6 +202,8 @@ pub struct ObjectBench {
     /// feature).
     #[cfg(feature = "parquet")]
     pub parquet_file: u64,
+    /// The `datafusion` job's file size.
+    pub datafusion_file: u64,
 }
 
 /// The scenario from the command line.
@@ -223,6 +241,7 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
         cold_rounds: COLD_ROUNDS.get(quick),
         #[cfg(feature = "parquet")]
         parquet_file: PARQUET_FILE.get(quick),
+        datafusion_file: DATAFUSION_FILE.get(quick),
     };
     if !JOBS.contains(&PARQUET) && std::env::var(JOBS_ENV).is_ok() && runs(PARQUET) {
         return Err(format!(
@@ -569,6 +588,9 @@ pub fn run(
         if label == FOLIO && runs(PARQUET) {
             records.push(parquet::run(b.parquet_file, root.path(), &rt)?);
         }
+        if label == FOLIO && named(DATAFUSION) {
+            records.push(datafusion::run(b.datafusion_file, root.path())?);
+        }
         Ok(records)
     })?;
     not_run(no_mount, notes, say);
@@ -606,7 +628,7 @@ fn not_run(no_mount: Option<String>, notes: &mut Vec<String>, say: &dyn Fn(&str)
 fn compare(runs: &[JobRuns], notes: &mut Vec<String>, say: &dyn Fn(&str)) {
     for job in runs
         .iter()
-        .filter(|j| [HITS, MOUNT, COLD, LSM, PARQUET].contains(&j.job))
+        .filter(|j| [HITS, MOUNT, COLD, LSM, PARQUET, DATAFUSION].contains(&j.job))
     {
         for r in job.engines.iter().flatten() {
             for line in &r.notes {
@@ -615,10 +637,9 @@ fn compare(runs: &[JobRuns], notes: &mut Vec<String>, say: &dyn Fn(&str)) {
             }
         }
     }
-    for job in runs
-        .iter()
-        .filter(|j| ![RESTART, MEMORY, HITS, MOUNT, COLD, LSM, PARQUET].contains(&j.job))
-    {
+    for job in runs.iter().filter(|j| {
+        ![RESTART, MEMORY, HITS, MOUNT, COLD, LSM, PARQUET, DATAFUSION].contains(&j.job)
+    }) {
         let last = |label: &str| {
             job.engines
                 .iter()
