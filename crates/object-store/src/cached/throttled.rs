@@ -226,8 +226,11 @@ crate::__forward_object_store! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use object_store::memory::InMemory;
-    use object_store::ObjectStoreExt;
+    // The version this module is compiled for (`super::object_store`), not
+    // the dev-dependency of the same name: with object_store 0.13 alone
+    // they are two crates.
+    use super::object_store::memory::InMemory;
+    use super::object_store::ObjectStoreExt;
 
     /// Two GETs of 1 MB at once, on tokio's paused clock (which jumps to
     /// each deadline: no wall time is measured): through a link of 1 MB/s
