@@ -283,6 +283,33 @@ impl Flight {
     }
 }
 
+/// The windows whose misses a [`NearMisses`] counts; past it the counts
+/// start over.
+const MAX_NEAR: usize = 4096;
+
+/// Misses counted by read-around window, bounded: what decides that a
+/// point miss fetches its whole window (`RemoteBacking::point_reads_near`),
+/// and the disk tier's simulations of that decision (`disk::curve`).
+pub(crate) struct NearMisses<K>(HashMap<K, u32>);
+
+impl<K> Default for NearMisses<K> {
+    fn default() -> Self {
+        NearMisses(HashMap::new())
+    }
+}
+
+impl<K: std::hash::Hash + Eq> NearMisses<K> {
+    /// Counts a miss in window `id`: the misses there so far.
+    pub(crate) fn count(&mut self, id: K) -> u32 {
+        if self.0.len() >= MAX_NEAR {
+            self.0.clear();
+        }
+        let n = self.0.entry(id).or_insert(0);
+        *n += 1;
+        *n
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -33,7 +33,6 @@
 //! and the IO engine's pool threads (asynchronous readahead).
 
 use super::object_store;
-use std::collections::HashMap;
 use std::future::Future;
 use std::io;
 use std::ops::Range;
@@ -52,7 +51,7 @@ use tokio::runtime::Handle;
 
 use super::budget::{GetBudget, Taken};
 use crate::disk::{chunk_key, DiskTier, Found, Point, Request, CHUNK};
-use crate::window::{span, Flights, Leader, LinkModel, Pieces, Role};
+use crate::window::{span, Flights, Leader, LinkModel, NearMisses, Pieces, Role};
 
 /// The name the store's own errors carry (`object_store::Error::Generic`'s
 /// `store`).
@@ -94,9 +93,6 @@ pub(crate) struct Counters {
 const POINT_SHARE: u64 = 8;
 /// Misses in a window before the next one fetches it whole.
 const NEAR_MISSES: u32 = 2;
-/// The windows whose misses a backing counts; past it the count starts
-/// over.
-const MAX_NEAR: usize = 4096;
 
 /// The most read-around windows whose tier writes wait in the background
 /// (each holds its window's bytes); past it a miss writes its own.
@@ -136,7 +132,7 @@ pub(crate) struct RemoteBacking<S> {
     last_end: AtomicU64,
     /// Misses (not held by the tier) by point window, since the map was
     /// last cleared ([`point_reads_near`](Self::point_reads_near)).
-    near: Mutex<HashMap<u64, u32>>,
+    near: Mutex<NearMisses<u64>>,
     /// Writes the tier's record of this version (super::record), run
     /// once, when the tier first holds a chunk of it (a hit or a write):
     /// an object none of whose chunks is on disk gets no record.
@@ -359,13 +355,7 @@ impl<S: ObjectStore> RemoteBacking<S> {
     /// what it asks for; one that comes back near its misses (point
     /// lookups of hot keys) gets the window after a few.
     fn point_reads_near(&self, range: &Range<u64>, window: u64) -> bool {
-        let mut near = self.near.lock();
-        if near.len() >= MAX_NEAR {
-            near.clear();
-        }
-        let seen = near.entry(range.start / window).or_insert(0);
-        *seen += 1;
-        *seen > NEAR_MISSES
+        self.near.lock().count(range.start / window) > NEAR_MISSES
     }
 
     /// A point miss of `range`: one GET of the aligned `window` around it

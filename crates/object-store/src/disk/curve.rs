@@ -70,15 +70,16 @@
 //! Memory: at most [`MAX_SIM_SLOTS`] x 7.75 / 4 slots of 16 bytes and as
 //! many ghosts, about 2 MiB at the bound.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
 use super::{Ghosts, MAX_GHOSTS, WAYS};
+use crate::window::NearMisses;
 
-/// The capacity ratios of the points (as `foliocache::CAPACITY_RATIOS`).
-pub const TIER_RATIOS: [f64; 5] = [0.25, 0.5, 1.0, 2.0, 4.0];
+/// The capacity ratios of the points: the memory tier's curve's
+/// (`foliocache::CAPACITY_RATIOS`), so both tiers' points line up.
+pub const TIER_RATIOS: [f64; 5] = foliocache::CAPACITY_RATIOS;
 
 /// The index of the 1x point.
 const ONE: usize = 2;
@@ -163,10 +164,6 @@ pub(crate) struct Point<'a> {
     pub(crate) after: u32,
 }
 
-/// The windows whose misses a simulation counts; past it the count
-/// starts over (as the tier's read's, per object).
-const MAX_NEAR: usize = 4096;
-
 /// The estimator of one tier.
 pub(crate) struct Estimator {
     /// Sample 1 chunk in 2^`shift`.
@@ -189,8 +186,9 @@ struct Mini {
     clock: u64,
     ghosts: Ghosts,
     ghost_cap: usize,
-    /// Misses by read-around window ([`Point`]).
-    near: HashMap<u128, u32>,
+    /// Misses by read-around window ([`Point`]), counted as the tier's
+    /// read counts them (per object there, per simulation here).
+    near: NearMisses<u128>,
     lookups: u64,
     hits: u64,
     missed: u64,
@@ -209,7 +207,7 @@ impl Mini {
             clock: 1,
             ghosts: Ghosts::default(),
             ghost_cap: ghost_cap.max(1),
-            near: HashMap::new(),
+            near: NearMisses::default(),
             lookups: 0,
             hits: 0,
             missed: 0,
@@ -253,16 +251,6 @@ impl Mini {
             .expect("a set has a slot");
         self.tags[s] = k;
         self.used[s] = self.tick();
-    }
-
-    /// Counts a miss in window `id`: the misses there so far.
-    fn near_misses(&mut self, id: u128) -> u32 {
-        if self.near.len() >= MAX_NEAR {
-            self.near.clear();
-        }
-        let n = self.near.entry(id).or_insert(0);
-        *n += 1;
-        *n
     }
 
     /// `DiskTier::admit` over these ghosts.
@@ -325,7 +313,7 @@ impl Estimator {
             }
             m.missed += 1;
             m.missed_bytes += cost;
-            match r.point.as_ref().filter(|p| m.near_misses(p.id) > p.after) {
+            match r.point.as_ref().filter(|p| m.near.count(p.id) > p.after) {
                 // The window fetched whole, all its chunks put.
                 Some(p) => {
                     for key in p.chunks.clone().map(p.key) {
