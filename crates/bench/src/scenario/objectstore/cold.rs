@@ -38,8 +38,9 @@ use object_store::local::LocalFileSystem;
 use object_store::path::Path;
 use object_store::{GetOptions, GetRange, ObjectStore};
 
-use super::mount::{median, write_object, OBJ};
+use super::mount::{write_object, OBJ};
 use super::{word, ObjectBench, COLD};
+use crate::report::median;
 use crate::report::{RunJob, RunRecord};
 
 /// The links' bandwidths, bytes a second.

@@ -34,7 +34,7 @@ use object_store::ObjectStore;
 
 use super::remote::Remote;
 use super::{object_bytes, word, ObjectBench, MOUNT};
-use crate::report::{RunJob, RunRecord};
+use crate::report::{median, RunJob, RunRecord};
 use crate::scenario::rounds::scatter;
 
 /// The object's index for [`object_bytes`] (none of the others').
@@ -187,13 +187,6 @@ pub fn run(b: &ObjectBench, root: &FsPath) -> Result<RunRecord> {
     let _ = std::fs::remove_dir_all(&remote);
     let _ = std::fs::remove_file(&local);
     Ok(record(&rates, size))
-}
-
-/// The median of `v`.
-pub(super) fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    s.get(s.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 /// The job's record: the mount's median 1 MiB rate; each read's rounds
