@@ -37,7 +37,10 @@
 //! - `parquet` (the bench's feature `parquet`): arrow-rs `parquet`'s
 //!   reader through the stores (module `parquet`);
 //! - `datafusion`, only when named: DataFusion 55's SQL over Parquet
-//!   through the stores, its client built when asked ([`datafusion`]).
+//!   through the stores, its client built when asked ([`clients`]);
+//! - `slatedb`, only when named: SlateDB 0.18's random gets and a scan
+//!   through its own `CachedObjectStore` and through foliocache with its
+//!   disk tier, its client built when asked ([`clients`]).
 //!
 //! `FOLIOCACHE_OBJSTORE_JOBS` (a comma-separated list of jobs) runs only
 //! those (the tests run `memory` alone). `FOLIOCACHE_OBJSTORE_DISK` (a
@@ -69,8 +72,8 @@ pub use engines::PARTS;
 use engines::{Engine, Objects, ENGINES, FOLIO, FOLIO_DISK, FOYER};
 use remote::Remote;
 
+mod clients;
 mod cold;
-mod datafusion;
 mod engines;
 #[cfg(feature = "foyer")]
 mod foyer;
@@ -106,6 +109,9 @@ pub const PARQUET: JobName = "parquet";
 /// DataFusion 55's SQL through the stores (only when named: its client is
 /// built by the job).
 pub const DATAFUSION: JobName = "datafusion";
+/// SlateDB 0.18's gets and scan through the stores (only when named: its
+/// client is built by the job).
+pub const SLATEDB: JobName = "slatedb";
 /// The jobs, in order.
 const JOBS: &[JobName] = &[
     ZIPF,
@@ -119,6 +125,7 @@ const JOBS: &[JobName] = &[
     #[cfg(feature = "parquet")]
     PARQUET,
     DATAFUSION,
+    SLATEDB,
 ];
 /// How to build the bench with the `parquet` job.
 const PARQUET_BUILD: &str =
@@ -156,6 +163,8 @@ const M: FullQuick<u64> = FullQuick(64 << 20, 16 << 20);
 const PARQUET_FILE: FullQuick<u64> = FullQuick(256 << 20, 16 << 20);
 /// The `datafusion` job's file (full, `--quick`).
 const DATAFUSION_FILE: FullQuick<u64> = FullQuick(256 << 20, 16 << 20);
+/// The `slatedb` job's values (full, `--quick`).
+const SLATEDB_DATA: FullQuick<u64> = FullQuick(256 << 20, 16 << 20);
 /// A scanned object's size.
 const SCAN_OBJECT: FullQuick<u64> = FullQuick(64 << 20, 16 << 20);
 /// Measured point reads (as many again warm the caches first).
@@ -204,6 +213,8 @@ pub struct ObjectBench {
     pub parquet_file: u64,
     /// The `datafusion` job's file size.
     pub datafusion_file: u64,
+    /// The `slatedb` job's bytes of values.
+    pub slatedb_data: u64,
 }
 
 /// The scenario from the command line.
@@ -242,6 +253,7 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
         #[cfg(feature = "parquet")]
         parquet_file: PARQUET_FILE.get(quick),
         datafusion_file: DATAFUSION_FILE.get(quick),
+        slatedb_data: SLATEDB_DATA.get(quick),
     };
     if !JOBS.contains(&PARQUET) && std::env::var(JOBS_ENV).is_ok() && runs(PARQUET) {
         return Err(format!(
@@ -589,7 +601,15 @@ pub fn run(
             records.push(parquet::run(b.parquet_file, root.path(), &rt)?);
         }
         if label == FOLIO && named(DATAFUSION) {
-            records.push(datafusion::run(b.datafusion_file, root.path())?);
+            let args = [("--file", b.datafusion_file.to_string())];
+            records.push(clients::DATAFUSION_CLIENT.run(&args, root.path())?);
+        }
+        if label == FOLIO_DISK && named(SLATEDB) {
+            let args = [
+                ("--data", b.slatedb_data.to_string()),
+                ("--latency-ms", b.latency.as_millis().to_string()),
+            ];
+            records.push(clients::SLATEDB_CLIENT.run(&args, root.path())?);
         }
         Ok(records)
     })?;
@@ -628,7 +648,7 @@ fn not_run(no_mount: Option<String>, notes: &mut Vec<String>, say: &dyn Fn(&str)
 fn compare(runs: &[JobRuns], notes: &mut Vec<String>, say: &dyn Fn(&str)) {
     for job in runs
         .iter()
-        .filter(|j| [HITS, MOUNT, COLD, LSM, PARQUET, DATAFUSION].contains(&j.job))
+        .filter(|j| [HITS, MOUNT, COLD, LSM, PARQUET, DATAFUSION, SLATEDB].contains(&j.job))
     {
         for r in job.engines.iter().flatten() {
             for line in &r.notes {
@@ -638,7 +658,10 @@ fn compare(runs: &[JobRuns], notes: &mut Vec<String>, say: &dyn Fn(&str)) {
         }
     }
     for job in runs.iter().filter(|j| {
-        ![RESTART, MEMORY, HITS, MOUNT, COLD, LSM, PARQUET, DATAFUSION].contains(&j.job)
+        ![
+            RESTART, MEMORY, HITS, MOUNT, COLD, LSM, PARQUET, DATAFUSION, SLATEDB,
+        ]
+        .contains(&j.job)
     }) {
         let last = |label: &str| {
             job.engines
