@@ -182,7 +182,7 @@ impl Figures {
 /// The job's figures.
 #[derive(Debug)]
 pub struct Report {
-    /// The database's bytes in the store (its SSTs, manifests and WAL).
+    /// The database's SSTs' bytes in the store.
     pub size: u64,
     /// Its entries.
     pub keys: u64,
@@ -232,8 +232,8 @@ fn bytes_under(dir: &std::path::Path) -> std::io::Result<u64> {
 
 impl Job {
     /// Writes the database to the remote's directory (unpaced), keys in
-    /// order, no compactor (the SSTs' key ranges do not overlap): its
-    /// bytes.
+    /// order, no compactor (the SSTs' key ranges do not overlap): the
+    /// bytes of its SSTs (not its WAL's, which the readers skip).
     async fn load(&self) -> Result<u64> {
         let dir = self.remote_dir();
         std::fs::create_dir_all(&dir)?;
@@ -264,7 +264,7 @@ impl Job {
         })
         .await?;
         db.close().await?;
-        Ok(bytes_under(&dir)?)
+        Ok(bytes_under(&dir.join(DB).join("compacted"))?)
     }
 
     /// `c` over the remote with empty caches: a reader with its block
@@ -407,7 +407,7 @@ impl Job {
         let start = Instant::now();
         let size = self.load().await?;
         say(&format!(
-            "slatedb: {} entries ({} MiB in the store) written in {:.1} s",
+            "slatedb: {} entries ({} MiB of SSTs) written in {:.1} s",
             self.keys(),
             size >> 20,
             start.elapsed().as_secs_f64()
@@ -457,7 +457,7 @@ impl Report {
     pub fn lines(&self, job: &Job) -> Vec<String> {
         let rounds = job.rounds.max(1) as u64;
         let setting = format!(
-            "slatedb ({} entries of {} B, {} MiB in the store, block cache {} MiB, disk {} MiB, \
+            "slatedb ({} entries of {} B, {} MiB of SSTs, block cache {} MiB, disk {} MiB, \
              {} ms and {} MB/s, {} rounds of {} gets by {} tasks)",
             self.keys,
             VALUE,

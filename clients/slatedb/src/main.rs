@@ -9,7 +9,7 @@
 //!
 //! Its report on stdout: a `note: ` line for each contender's figures and
 //! one comparing them, then one `record` line of `key=value` pairs (the
-//! database's size in the store, `CachedStore`'s p99 get in seconds, the
+//! database's SSTs' bytes in the store, `CachedStore`'s p99 get in seconds, the
 //! remote bytes of a round's measured gets) that the bench folds into its
 //! own. Progress on stderr.
 

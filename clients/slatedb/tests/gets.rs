@@ -20,7 +20,7 @@ async fn gets_and_a_scan_through_both_caches_read_what_was_written() {
     let _ = std::fs::remove_dir_all(&dir);
     let r = r.unwrap();
     assert_eq!(r.keys, 4096);
-    assert!(r.size >= 4 << 20, "the store holds the values: {}", r.size);
+    assert!(r.size >= 4 << 20, "the SSTs hold the values: {}", r.size);
     for f in [&r.parts, &r.folio] {
         assert_eq!(f.gets.len(), 800, "measured gets");
         assert_eq!(f.scans.len(), 2, "a scan a round");
