@@ -118,6 +118,10 @@ pub struct Job {
     pub rounds: usize,
     /// Gets a round to warm each contender, and as many measured.
     pub gets: u64,
+    /// `CachedStore`'s point-miss window
+    /// ([`read_around`](foliocache_object_store::CachedStoreBuilder::read_around));
+    /// `None`: its default, measured from the remote.
+    pub read_around: Option<u64>,
 }
 
 impl Job {
@@ -134,6 +138,7 @@ impl Job {
             bandwidth: BANDWIDTH,
             rounds: 3,
             gets: 2000,
+            read_around: None,
         }
     }
 
@@ -158,6 +163,8 @@ impl Job {
 pub struct Figures {
     /// Every measured get's seconds.
     pub gets: Vec<f64>,
+    /// The measured gets' wall seconds, in all.
+    pub gets_seconds: f64,
     /// Remote GETs of the measured gets, in all.
     pub remote_gets: u64,
     /// Remote bytes of the measured gets, in all.
@@ -292,11 +299,11 @@ impl Job {
                     .capacity(self.memory as usize)
                     .build()?;
                 let tier = DiskTier::open(&cache_dir.join("tier"), self.disk)?;
-                Arc::new(
-                    CachedStore::builder(remote.clone(), memory)
-                        .disk_tier(Arc::new(tier))
-                        .build(),
-                )
+                let mut b = CachedStore::builder(remote.clone(), memory).disk_tier(Arc::new(tier));
+                if let Some(bytes) = self.read_around {
+                    b = b.read_around(bytes);
+                }
+                Arc::new(b.build())
             }
         };
         let block_cache = MokaCache::new_with_opts(MokaCacheOptions {
@@ -374,8 +381,10 @@ impl Job {
         let keys = self.keys();
         gets(&o.reader, keys, self.gets, seed).await?;
         let before = o.remote.asked();
+        let start = Instant::now();
         f.gets
             .extend(gets(&o.reader, keys, self.gets, seed ^ 0x5EED).await?);
+        f.gets_seconds += start.elapsed().as_secs_f64();
         let after = o.remote.asked();
         f.remote_gets += after.0 - before.0;
         f.remote_bytes += after.1 - before.1;

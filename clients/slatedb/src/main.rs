@@ -4,14 +4,15 @@
 //!
 //! ```text
 //! foliocache-slatedb-client --dir DIR [--data BYTES] [--rounds N]
-//!     [--gets N] [--disk BYTES] [--latency-ms MS]
+//!     [--gets N] [--disk BYTES] [--latency-ms MS] [--read-around BYTES]
 //! ```
 //!
 //! Its report on stdout: a `note: ` line for each contender's figures and
-//! one comparing them, then one `record` line of `key=value` pairs (the
-//! database's SSTs' bytes in the store, `CachedStore`'s p99 get in seconds, the
-//! remote bytes of a round's measured gets) that the bench folds into its
-//! own. Progress on stderr.
+//! one comparing them, then one `record` line of `key=value` pairs that
+//! the bench folds into its own: the database's SSTs' bytes in the store
+//! (`size`), and for `CachedStore` a round's measured gets (`ops`), their
+//! wall seconds, the remote bytes they made (`bytes`), their p50 and p99
+//! in seconds. Progress on stderr.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -21,12 +22,14 @@ use foliocache_slatedb_client::job::Job;
 
 /// The usage line.
 const USAGE: &str = "usage: foliocache-slatedb-client --dir DIR [--data BYTES] [--rounds N] \
-                     [--gets N] [--disk BYTES] [--latency-ms MS]";
+                     [--gets N] [--disk BYTES] [--latency-ms MS] \
+                     [--read-around BYTES]";
 
 /// The job the command line names.
 fn parse(args: &[String]) -> Result<Job, String> {
     let mut job = Job::new(256 << 20, PathBuf::new());
     let mut disk = None;
+    let mut read_around = None;
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         let value = it
@@ -47,6 +50,7 @@ fn parse(args: &[String]) -> Result<Job, String> {
             "--gets" => job.gets = n()?.max(1),
             "--disk" => disk = Some(n()?.max(1 << 20)),
             "--latency-ms" => job.latency = Duration::from_millis(n()?),
+            "--read-around" => read_around = Some(n()?),
             _ => return Err(format!("unknown argument {flag}\n{USAGE}")),
         }
     }
@@ -56,6 +60,7 @@ fn parse(args: &[String]) -> Result<Job, String> {
     if let Some(d) = disk {
         job.disk = d;
     }
+    job.read_around = read_around;
     Ok(job)
 }
 
@@ -86,11 +91,15 @@ fn main() -> ExitCode {
                 println!("note: {line}");
             }
             let rounds = job.rounds.max(1) as u64;
+            let f = &r.folio;
             println!(
-                "record size={} seconds={} bytes={}",
+                "record size={} seconds={} ops={} bytes={} p50={} p99={}",
                 r.size,
-                r.folio.quantile(0.99),
-                r.folio.remote_bytes / rounds
+                f.gets_seconds / rounds as f64,
+                f.gets.len() as u64 / rounds,
+                f.remote_bytes / rounds,
+                f.quantile(0.5),
+                f.quantile(0.99)
             );
             ExitCode::SUCCESS
         }

@@ -165,6 +165,8 @@ const PARQUET_FILE: FullQuick<u64> = FullQuick(256 << 20, 16 << 20);
 const DATAFUSION_FILE: FullQuick<u64> = FullQuick(256 << 20, 16 << 20);
 /// The `slatedb` job's values (full, `--quick`).
 const SLATEDB_DATA: FullQuick<u64> = FullQuick(256 << 20, 16 << 20);
+/// The `slatedb` job's rounds and gets a round (full, `--quick`).
+const SLATEDB_ROUNDS: FullQuick<(u64, u64)> = FullQuick((3, 2000), (1, 500));
 /// A scanned object's size.
 const SCAN_OBJECT: FullQuick<u64> = FullQuick(64 << 20, 16 << 20);
 /// Measured point reads (as many again warm the caches first).
@@ -215,6 +217,8 @@ pub struct ObjectBench {
     pub datafusion_file: u64,
     /// The `slatedb` job's bytes of values.
     pub slatedb_data: u64,
+    /// The `slatedb` job's rounds and gets a round.
+    pub slatedb_rounds: (u64, u64),
 }
 
 /// The scenario from the command line.
@@ -254,6 +258,7 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
         parquet_file: PARQUET_FILE.get(quick),
         datafusion_file: DATAFUSION_FILE.get(quick),
         slatedb_data: SLATEDB_DATA.get(quick),
+        slatedb_rounds: SLATEDB_ROUNDS.get(quick),
     };
     if !JOBS.contains(&PARQUET) && std::env::var(JOBS_ENV).is_ok() && runs(PARQUET) {
         return Err(format!(
@@ -608,6 +613,8 @@ pub fn run(
             let args = [
                 ("--data", b.slatedb_data.to_string()),
                 ("--latency-ms", b.latency.as_millis().to_string()),
+                ("--rounds", b.slatedb_rounds.0.to_string()),
+                ("--gets", b.slatedb_rounds.1.to_string()),
             ];
             records.push(clients::SLATEDB_CLIENT.run(&args, root.path())?);
         }

@@ -139,7 +139,8 @@ impl Client {
     }
 
     /// The client's report (its stdout) as a record: `size` (the job's
-    /// `bs`), `seconds`, `bytes` and, if given, `amplification`.
+    /// `bs`), `seconds`, `bytes` and, if given, `ops` (else 1),
+    /// `amplification` and the latencies `p50` and `p99` (in seconds).
     fn fold(&self, report: &str) -> Result<RunRecord> {
         let job = self.job;
         let mut r = RunRecord {
@@ -147,6 +148,7 @@ impl Client {
             ..RunRecord::default()
         };
         let mut size = None;
+        r.perf.ops = 1;
         for line in report.lines() {
             if let Some(note) = line.strip_prefix("note: ") {
                 r.notes.push(note.to_string());
@@ -161,6 +163,9 @@ impl Client {
                         "seconds" => r.perf.seconds = num()?,
                         "bytes" => r.perf.bytes = num()? as u64,
                         "amplification" => r.cache.read_amplification = Some(num()?),
+                        "ops" => r.perf.ops = num()? as u64,
+                        "p50" => r.perf.lat_ns.p50 = (num()? * 1e9) as u64,
+                        "p99" => r.perf.lat_ns.p99 = (num()? * 1e9) as u64,
                         _ => {}
                     }
                 }
@@ -170,7 +175,7 @@ impl Client {
             bail!("objectstore {job}: the client's report has no record line");
         };
         r.perf.bw_bytes = r.perf.bytes as f64 / r.perf.seconds.max(1e-9);
-        r.perf.ops = 1;
+        r.perf.iops = r.perf.ops as f64 / r.perf.seconds.max(1e-9);
         r.perf.cpu_us_per_op = f64::NAN;
         r.perf.cpu_s_per_gib = f64::NAN;
         r.job = RunJob {
@@ -206,11 +211,18 @@ mod tests {
     }
 
     #[test]
-    fn a_record_without_amplification_leaves_it_unset() {
+    fn a_record_with_latencies_and_no_amplification() {
         let r = SLATEDB_CLIENT
-            .fold("note: slatedb: p99\nrecord size=300000000 seconds=0.002 bytes=4096\n")
+            .fold(
+                "note: slatedb: p99\n\
+                 record size=300000000 seconds=2 ops=2000 bytes=4096 p50=0.001 p99=0.025\n",
+            )
             .unwrap();
         assert_eq!(r.job.rw, SLATEDB);
+        assert_eq!(r.perf.ops, 2000);
+        assert!((r.perf.iops - 1000.0).abs() < 1e-6);
+        assert_eq!(r.perf.lat_ns.p50, 1_000_000);
+        assert_eq!(r.perf.lat_ns.p99, 25_000_000);
         assert_eq!(r.job.bs, 300_000_000);
         assert_eq!(r.cache.read_amplification, None);
         assert_eq!(r.notes.len(), 1);
