@@ -179,10 +179,7 @@ impl Figures {
     /// The `p`-quantile (0 to 1) of the measured gets, in seconds (NaN if
     /// none).
     pub fn quantile(&self, p: f64) -> f64 {
-        let mut v = self.gets.clone();
-        v.sort_by(f64::total_cmp);
-        let i = ((p * v.len() as f64).ceil() as usize).saturating_sub(1);
-        v.get(i).copied().unwrap_or(f64::NAN)
+        quantile(&self.gets, p)
     }
 }
 
@@ -453,11 +450,13 @@ impl Job {
     }
 }
 
-/// The median of `v` (NaN if empty).
-pub fn median(v: &[f64]) -> f64 {
+/// The `p`-quantile (0 to 1) of `v`, the smallest value at or above that
+/// share of them (NaN if `v` is empty).
+pub fn quantile(v: &[f64], p: f64) -> f64 {
     let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+    let i = ((p * v.len() as f64).ceil() as usize).saturating_sub(1);
+    v.get(i).copied().unwrap_or(f64::NAN)
 }
 
 impl Report {
@@ -493,7 +492,7 @@ impl Report {
                 f.quantile(0.99) * 1e3,
                 f.remote_gets / rounds,
                 (f.remote_bytes / rounds) as f64 / (1 << 20) as f64,
-                median(&f.scans),
+                quantile(&f.scans, 0.5),
                 (f.scan_bytes / rounds) as f64 / (1 << 20) as f64,
             )
         })
@@ -508,7 +507,7 @@ impl Report {
             ratio(f.quantile(0.5), p.quantile(0.5)),
             ratio(f.remote_bytes as f64, p.remote_bytes as f64),
             ratio(f.remote_gets as f64, p.remote_gets as f64),
-            ratio(median(&f.scans), median(&p.scans)),
+            ratio(quantile(&f.scans, 0.5), quantile(&p.scans, 0.5)),
             ratio(f.scan_bytes as f64, p.scan_bytes as f64),
         ));
         lines

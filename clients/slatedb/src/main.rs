@@ -25,27 +25,25 @@ const USAGE: &str = "usage: foliocache-slatedb-client --dir DIR [--data BYTES] [
                      [--gets N] [--disk BYTES] [--latency-ms MS] \
                      [--read-around BYTES]";
 
-/// The job the command line names.
+/// `value`, the number `flag` gives.
+fn number(flag: &str, value: &str) -> Result<u64, String> {
+    value
+        .parse()
+        .map_err(|e| format!("{flag} {value}: {e}\n{USAGE}"))
+}
+
+/// The job the command line names: flags and values in pairs.
 fn parse(args: &[String]) -> Result<Job, String> {
     let mut job = Job::new(256 << 20, PathBuf::new());
-    let mut disk = None;
-    let mut read_around = None;
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        let value = it
-            .next()
-            .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?;
-        let n = || {
-            value
-                .parse::<u64>()
-                .map_err(|e| format!("{flag} {value}: {e}\n{USAGE}"))
+    let (mut disk, mut read_around) = (None, None);
+    for pair in args.chunks(2) {
+        let [flag, value] = pair else {
+            return Err(format!("{} needs a value\n{USAGE}", pair[0]));
         };
+        let n = || number(flag, value);
         match flag.as_str() {
             "--dir" => job.dir = PathBuf::from(value),
-            "--data" => {
-                let data = n()?.max(1 << 20);
-                job = Job::new(data, std::mem::take(&mut job.dir));
-            }
+            "--data" => job = Job::new(n()?.max(1 << 20), std::mem::take(&mut job.dir)),
             "--rounds" => job.rounds = n()?.max(1) as usize,
             "--gets" => job.gets = n()?.max(1),
             "--disk" => disk = Some(n()?.max(1 << 20)),
@@ -57,55 +55,37 @@ fn parse(args: &[String]) -> Result<Job, String> {
     if job.dir.as_os_str().is_empty() {
         return Err(format!("--dir is needed\n{USAGE}"));
     }
-    if let Some(d) = disk {
-        job.disk = d;
-    }
+    job.disk = disk.unwrap_or(job.disk);
     job.read_around = read_around;
     Ok(job)
 }
 
-fn main() -> ExitCode {
+#[tokio::main(flavor = "multi_thread", worker_threads = 4)]
+async fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let job = match parse(&args) {
-        Ok(j) => j,
-        Err(e) => {
-            eprintln!("{e}");
-            return ExitCode::from(2);
-        }
+    let Ok(job) = parse(&args).map_err(|e| eprintln!("{e}")) else {
+        return ExitCode::from(2);
     };
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(4)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
+    let r = match job.run(&|line| eprintln!("{line}")).await {
+        Ok(r) => r,
         Err(e) => {
-            eprintln!("slatedb: tokio runtime: {e}");
+            eprintln!("slatedb: {e}");
             return ExitCode::FAILURE;
         }
     };
-    let say = |line: &str| eprintln!("{line}");
-    match rt.block_on(job.run(&say)) {
-        Ok(r) => {
-            for line in r.lines(&job) {
-                println!("note: {line}");
-            }
-            let rounds = job.rounds.max(1) as u64;
-            let f = &r.folio;
-            println!(
-                "record size={} seconds={} ops={} bytes={} p50={} p99={}",
-                r.size,
-                f.gets_seconds / rounds as f64,
-                f.gets.len() as u64 / rounds,
-                f.remote_bytes / rounds,
-                f.quantile(0.5),
-                f.quantile(0.99)
-            );
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("slatedb: {e}");
-            ExitCode::FAILURE
-        }
+    for line in r.lines(&job) {
+        println!("note: {line}");
     }
+    let rounds = job.rounds.max(1) as u64;
+    let f = &r.folio;
+    println!(
+        "record size={} seconds={} ops={} bytes={} p50={} p99={}",
+        r.size,
+        f.gets_seconds / rounds as f64,
+        f.gets.len() as u64 / rounds,
+        f.remote_bytes / rounds,
+        f.quantile(0.5),
+        f.quantile(0.99)
+    );
+    ExitCode::SUCCESS
 }
