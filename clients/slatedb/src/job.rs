@@ -295,7 +295,7 @@ impl Job {
                 let memory = foliocache::Cache::builder()
                     .capacity(self.memory as usize)
                     .build()?;
-                let tier = DiskTier::open(&cache_dir.join("tier"), self.disk)?;
+                let tier = DiskTier::open(cache_dir.join("tier"), self.disk)?;
                 let mut b = CachedStore::builder(remote.clone(), memory).disk_tier(Arc::new(tier));
                 if let Some(bytes) = self.read_around {
                     b = b.read_around(bytes);

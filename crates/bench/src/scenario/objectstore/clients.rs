@@ -60,7 +60,7 @@ pub const SLATEDB_CLIENT: Client = Client {
     job: SLATEDB,
     what: "SlateDB 0.18's client",
     binary: "foliocache-slatedb-client",
-    build_cost: "about 10 minutes from scratch on a loaded 2-vCPU host, seconds once built",
+    build_cost: "16 minutes from scratch on a loaded 2-vCPU host, seconds once built",
     dist: "SlateDB: random gets and a scan",
 };
 
