@@ -44,6 +44,8 @@ pub struct Client {
     build_cost: &'static str,
     /// Its record's `dist`.
     dist: &'static str,
+    /// The engine whose figures its record carries.
+    engine: &'static str,
 }
 
 /// DataFusion 55's client (`clients/datafusion`).
@@ -53,6 +55,7 @@ pub const DATAFUSION_CLIENT: Client = Client {
     binary: "foliocache-datafusion-client",
     build_cost: "more than an hour from scratch on a loaded 2-vCPU host, seconds once built",
     dist: "DataFusion SQL: WHERE and GROUP BY over Parquet",
+    engine: super::FOLIO,
 };
 
 /// SlateDB 0.18's client (`clients/slatedb`).
@@ -62,6 +65,7 @@ pub const SLATEDB_CLIENT: Client = Client {
     binary: "foliocache-slatedb-client",
     build_cost: "16 minutes from scratch on a loaded 2-vCPU host, seconds once built",
     dist: "SlateDB: random gets and a scan",
+    engine: super::FOLIO_DISK,
 };
 
 impl Client {
@@ -144,7 +148,7 @@ impl Client {
     fn fold(&self, report: &str) -> Result<RunRecord> {
         let job = self.job;
         let mut r = RunRecord {
-            engine: super::FOLIO.to_string(),
+            engine: self.engine.to_string(),
             ..RunRecord::default()
         };
         let mut size = None;
@@ -219,6 +223,7 @@ mod tests {
             )
             .unwrap();
         assert_eq!(r.job.rw, SLATEDB);
+        assert_eq!(r.engine, super::super::FOLIO_DISK);
         assert_eq!(r.perf.ops, 2000);
         assert!((r.perf.iops - 1000.0).abs() < 1e-6);
         assert_eq!(r.perf.lat_ns.p50, 1_000_000);
