@@ -605,19 +605,7 @@ pub fn run(
         if label == FOLIO && runs(PARQUET) {
             records.push(parquet::run(b.parquet_file, root.path(), &rt)?);
         }
-        if label == FOLIO && named(DATAFUSION) {
-            let args = [("--file", b.datafusion_file.to_string())];
-            records.push(clients::DATAFUSION_CLIENT.run(&args, root.path())?);
-        }
-        if label == FOLIO_DISK && named(SLATEDB) {
-            let args = [
-                ("--data", b.slatedb_data.to_string()),
-                ("--latency-ms", b.latency.as_millis().to_string()),
-                ("--rounds", b.slatedb_rounds.0.to_string()),
-                ("--gets", b.slatedb_rounds.1.to_string()),
-            ];
-            records.push(clients::SLATEDB_CLIENT.run(&args, root.path())?);
-        }
+        records.extend(clients::run_named(label, b, root.path())?);
         Ok(records)
     })?;
     not_run(no_mount, notes, say);

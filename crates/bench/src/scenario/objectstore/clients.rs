@@ -27,7 +27,7 @@ use std::time::Instant;
 
 use anyhow::{bail, ensure, Context, Result};
 
-use super::{DATAFUSION, SLATEDB};
+use super::{named, ObjectBench, DATAFUSION, SLATEDB};
 use crate::report::{RunJob, RunRecord};
 use crate::targets::JobName;
 
@@ -44,7 +44,8 @@ pub struct Client {
     build_cost: &'static str,
     /// Its record's `dist`.
     dist: &'static str,
-    /// The engine whose figures its record carries.
+    /// The engine in whose runs it runs, and whose figures its record
+    /// carries.
     engine: &'static str,
 }
 
@@ -68,7 +69,36 @@ pub const SLATEDB_CLIENT: Client = Client {
     engine: super::FOLIO_DISK,
 };
 
+/// The clients named in `FOLIOCACHE_OBJSTORE_JOBS` whose engine is
+/// `label`, run with `b`'s sizes under `root`: their records.
+///
+/// # Errors
+/// [`Client::run`]'s.
+pub fn run_named(label: &str, b: &ObjectBench, root: &FsPath) -> Result<Vec<RunRecord>> {
+    let mut records = Vec::new();
+    for c in [DATAFUSION_CLIENT, SLATEDB_CLIENT] {
+        if c.engine == label && named(c.job) {
+            records.push(c.run(&c.args(b), root)?);
+        }
+    }
+    Ok(records)
+}
+
 impl Client {
+    /// Its command line's arguments at `b`'s sizes (and the remote's
+    /// latency, for SlateDB's), beside `--dir`.
+    fn args(&self, b: &ObjectBench) -> Vec<(&'static str, String)> {
+        if self.job == DATAFUSION {
+            return vec![("--file", b.datafusion_file.to_string())];
+        }
+        vec![
+            ("--data", b.slatedb_data.to_string()),
+            ("--latency-ms", b.latency.as_millis().to_string()),
+            ("--rounds", b.slatedb_rounds.0.to_string()),
+            ("--gets", b.slatedb_rounds.1.to_string()),
+        ]
+    }
+
     /// Its crate, in the checkout the bench was built from.
     fn crate_dir(&self) -> PathBuf {
         FsPath::new(env!("CARGO_MANIFEST_DIR"))
