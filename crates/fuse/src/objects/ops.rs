@@ -17,6 +17,7 @@ use fuser::{
     ReplyOpen, ReplyStatfs, ReplyXattr, Request,
 };
 use object_store::path::{Path, PathPart};
+use foliocache_object_store::CacheHint;
 use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore};
 use parking_lot::Mutex;
 
@@ -48,11 +49,18 @@ impl ObjectFs {
         meta: &ObjectMeta,
         range: Range<u64>,
     ) -> Result<bytes::Bytes, Errno> {
-        let opts = GetOptions {
+        let from_start = range.start == 0;
+        let mut opts = GetOptions {
             range: Some(GetRange::Bounded(range)),
             if_match: meta.e_tag.clone(),
             ..GetOptions::default()
         };
+        if from_start {
+            // A file read from its start is most often read whole (`cat`,
+            // `cp`, a model's loader): its prefetch starts now, not after
+            // three round trips (docs/object-store.md, "Cold reads").
+            opts.extensions.insert(CacheHint::Sequential);
+        }
         let got = self.runtime.block_on(async {
             let found = self.store.get_opts(key, opts).await?;
             found.bytes().await
