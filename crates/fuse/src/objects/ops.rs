@@ -11,13 +11,13 @@ use std::ops::Range;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use foliocache_object_store::CacheHint;
 use fuser::{
     Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, KernelConfig, LockOwner,
     OpenAccMode, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
     ReplyOpen, ReplyStatfs, ReplyXattr, Request,
 };
 use object_store::path::{Path, PathPart};
-use foliocache_object_store::CacheHint;
 use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore};
 use parking_lot::Mutex;
 

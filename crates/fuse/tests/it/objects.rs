@@ -431,7 +431,10 @@ fn a_read_from_a_files_start_starts_its_prefetch() {
         return;
     }
     let (a, b) = (pattern(3, 16 << 20), pattern(4, 16 << 20));
-    let m = Mounted::new(&[("a", a.clone()), ("b", b.clone())], Duration::from_secs(60));
+    let m = Mounted::new(
+        &[("a", a.clone()), ("b", b.clone())],
+        Duration::from_secs(60),
+    );
     let mut buf = vec![0u8; 4096];
     let at = 8u64 << 20;
     fs::File::open(m.p("b"))
@@ -439,7 +442,10 @@ fn a_read_from_a_files_start_starts_its_prefetch() {
         .expect("pread of b");
     assert_eq!(buf, b[at as usize..at as usize + 4096]);
     let elsewhere = m.store.stats().remote_get_bytes;
-    assert!(elsewhere <= 1 << 20, "a first read mid-file fetched {elsewhere} bytes");
+    assert!(
+        elsewhere <= 1 << 20,
+        "a first read mid-file fetched {elsewhere} bytes"
+    );
     fs::File::open(m.p("a"))
         .and_then(|f| f.read_exact_at(&mut buf, 0))
         .expect("pread of a");

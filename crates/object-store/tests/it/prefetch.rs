@@ -100,7 +100,13 @@ async fn a_first_read_marked_sequential_starts_the_prefetch() {
         o
     };
     let p = Path::from("big");
-    let a = plain.get_opts(&p, get(None)).await.unwrap().bytes().await.unwrap();
+    let a = plain
+        .get_opts(&p, get(None))
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
     let b = marked
         .get_opts(&p, get(Some(CacheHint::Sequential)))
         .await
@@ -113,6 +119,11 @@ async fn a_first_read_marked_sequential_starts_the_prefetch() {
     let ahead = 16 << 10 | 8 << 20;
     let got = fetched_at_least(marked, ahead).await;
     assert!(got >= ahead, "marked: {got} bytes fetched, not {ahead}");
-    assert_eq!(plain.stats().remote_get_bytes, 16 << 10, "{:?}", plain.stats());
+    assert_eq!(
+        plain.stats().remote_get_bytes,
+        16 << 10,
+        "{:?}",
+        plain.stats()
+    );
     assert_eq!(plain.stats().remote_gets, 1);
 }
