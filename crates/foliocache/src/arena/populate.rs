@@ -27,7 +27,7 @@ impl Arena {
     /// cold-2.md: a cold object mount's first GET waited for its thread);
     /// one chunk a call lets them in between chunks. Returns the calls
     /// made.
-    pub(super) fn populate_runs(&self, chunks: &mut [u32]) -> usize {
+    pub(super) fn populate_each(&self, chunks: &mut [u32]) -> usize {
         chunks.sort_unstable();
         for &c in chunks.iter() {
             self.populate_chunks(c, 1);
@@ -92,7 +92,7 @@ impl Arena {
                 }
             }
         }
-        self.populate_runs(&mut todo);
+        self.populate_each(&mut todo);
         todo.len()
     }
 

@@ -95,7 +95,7 @@ fn limit_refuses_past_it_and_lifts() {
 #[test]
 fn adjacent_chunks_are_faulted_in_one_call_each() {
     let arena = Arena::new(8 << 20, Populate::Lazy).unwrap();
-    assert_eq!(arena.populate_runs(&mut [2, 0, 1, 3]), 4);
+    assert_eq!(arena.populate_each(&mut [2, 0, 1, 3]), 4);
     assert_eq!(arena.populate_ahead(4), 4, "four chunks were free");
 }
 
