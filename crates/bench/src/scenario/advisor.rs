@@ -96,9 +96,9 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
              at 0.25x, 0.5x, 1x, 2x and 4x its capacity C = {} (Cache::hit_ratio_curve, at the \
              end of a trace of {TRACE_CAPACITIES} C of random-advised 4 KiB reads from a file \
              in memory) beside the hit ratios measured by running the same trace through a \
-             cache of each size (over the trace's second half). Then a pass over 20,000 small \
-             files read once each, and a pool of 8 threads reading random 64 KiB ranges of a file \
-             of 2 C; the last workload is the reads of db_bench readrandom, recorded with strace \
+             cache of each size (over the reads the curve covered: its window). Then a pass \
+             over 20,000 small files read once each, and a pool of 8 threads reading random 64 \
+             KiB ranges of a file of 2 C; the last workload is the reads of db_bench readrandom, recorded with strace \
              at each run. A point the curve does not know yet shows n/k.",
             fmt_size(capacity)
         ),
