@@ -99,7 +99,8 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
              cache of each size (over the reads the curve covered: its window). Then a pass \
              over 20,000 small files read once each, and a pool of 8 threads reading random 64 \
              KiB ranges of a file of 2 C; the last workload is the reads of db_bench \
-             readrandom, recorded with strace at each run. A point the curve does not know yet shows n/k.",
+             readrandom, recorded with strace at each run. A point the curve does not know \
+             yet shows n/k.",
             fmt_size(capacity)
         ),
         jobs: Vec::new(),
