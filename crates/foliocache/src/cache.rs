@@ -927,6 +927,7 @@ const SHADOW_PAGES_PER_NODE: usize = 24;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mrc::QUEUE_ENTRIES;
 
     /// The curve thread looks every millisecond while the queue fills
     /// fast, backs off to 20 ms while reads are sampled slowly, and to a
@@ -949,5 +950,31 @@ mod tests {
         assert_eq!(curve_pause(CURVE_IDLE_MS, busy), 1);
         assert_eq!(curve_pause(1, 1), 2);
         assert_eq!(curve_pause(16, 1), CURVE_PAUSE_MS);
+    }
+
+    /// A sampled read that finds the queue full and its drain busy is left
+    /// out and counted where a user sees it (`CacheStats`, and the metrics'
+    /// `foliocache_curve_samples_dropped`): the estimator's lock held (a
+    /// drain in progress), the queue takes `QUEUE_ENTRIES` reads and drops
+    /// the rest; once drained, it takes reads again.
+    #[test]
+    fn reads_the_queue_cannot_take_are_counted_as_dropped() {
+        let cache = Cache::builder().capacity(16 << 20).build().unwrap();
+        let mrc = &cache.inner.stats.mrc;
+        let exact = crate::mrc::Exact::default();
+        {
+            let _draining = mrc.hold_drain();
+            for h in 0..QUEUE_ENTRIES + 10 {
+                mrc.push(h, true, None, || exact);
+            }
+            assert_eq!(cache.stats().curve_samples_dropped, 10);
+        }
+        // Drained (the curve thread may be at it too: then this waits),
+        // the queue takes reads again.
+        mrc.drain(|| exact);
+        for h in 0..QUEUE_ENTRIES / 4 {
+            mrc.push(h, true, None, || exact);
+        }
+        assert_eq!(cache.stats().curve_samples_dropped, 10);
     }
 }

@@ -820,6 +820,13 @@ impl Mrc {
         self.dropped.load(Ordering::Relaxed)
     }
 
+    /// Holds the estimator's lock, as a drain in progress does, until the
+    /// guard goes (a test's way to find the queue's drain busy).
+    #[cfg(test)]
+    pub(crate) fn hold_drain(&self) -> impl Sized + '_ {
+        self.state.lock()
+    }
+
     /// The queued reads, in order, each at the tick of its push (its
     /// position in ticks: the clock its hit's age was read by).
     fn take_queued(&self, st: &mut State, exact: &impl Fn() -> Exact) -> u64 {
