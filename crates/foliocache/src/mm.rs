@@ -20,7 +20,7 @@ use crate::bdi::Bdi;
 use crate::filemap::Mapping;
 use crate::folio::{Folio, Memory, MemoryOwner};
 use crate::lru::{LruVec, Lruv};
-use crate::readahead::ReadaheadConfig;
+use crate::readahead::{ReadaheadConfig, UnreadCap};
 use crate::stats::Stats;
 use crate::sync::{AtomicU64, Ordering};
 use crate::vmscan::{self, Reclaim};
@@ -170,16 +170,25 @@ pub(crate) struct Io {
     pub(crate) max_order: u32,
     /// Readahead's settings for files opened from now on.
     pub(crate) readahead: ReadaheadConfig,
+    /// The streams' unread readahead over the whole cache, and its cap.
+    pub(crate) unread: Arc<UnreadCap>,
 }
 
 impl Io {
-    /// An engine (none under loom), with no run in flight.
-    pub(crate) fn new(engine: Option<IoEngine>, max_order: u32, readahead: ReadaheadConfig) -> Io {
+    /// An engine (none under loom), with no run in flight, for a cache of
+    /// `capacity_pages`.
+    pub(crate) fn new(
+        engine: Option<IoEngine>,
+        max_order: u32,
+        readahead: ReadaheadConfig,
+        capacity_pages: u64,
+    ) -> Io {
         Io {
             engine,
             in_flight: AtomicU64::new(0),
             max_order,
             readahead,
+            unread: Arc::new(UnreadCap::new(capacity_pages)),
         }
     }
 }
