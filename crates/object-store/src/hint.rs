@@ -21,6 +21,7 @@
 //! | `Compactor` writing its output (the next queries read it) | put | [`Normal`](CacheHint::Normal) |
 //! | `Reader`, `Main` serving gets and scans | get | [`Normal`](CacheHint::Normal) |
 //! | `GC` reading manifests, a backup copying everything | get, put | [`DontCache`](CacheHint::DontCache) |
+//! | a reader of a whole object from its start (the object mount's read at offset 0) | get | [`Sequential`](CacheHint::Sequential) |
 //!
 //! ```
 //! use foliocache_object_store::CacheHint;
@@ -73,4 +74,13 @@ pub enum CacheHint {
     /// less the kept bytes loses those slots' hits. On a get: as
     /// `Normal`.
     KeepUntilRead,
+    /// On a get: the caller reads on from this range to the object's end
+    /// (a file read from its start, as the object mount marks a read at
+    /// offset 0): once the range's bytes are in, the object is a stream's
+    /// and its prefetch starts, as it would after three reads in a row, so
+    /// that a whole-object reader does not pay a round trip to the store
+    /// for each of its first reads before the pipe fills. What it costs
+    /// where the caller stops early: the prefetch's first span (8 MiB,
+    /// at most the object) fetched and cached. On a put: as `Normal`.
+    Sequential,
 }

@@ -586,7 +586,7 @@ impl Arena {
         self.free_pages.store(buddy.free_pages, Ordering::Relaxed);
         let kick = buddy.wants_ahead(chunks_free);
         drop(buddy);
-        self.populate_runs(&mut fresh);
+        self.populate_each(&mut fresh);
         if kick {
             self.kick_ahead();
         }

@@ -17,20 +17,22 @@ use super::{
 use crate::sync::Ordering;
 
 impl Arena {
-    /// Faults in `chunks` (marked populated by the caller), one call per
-    /// run of adjacent ones: a window that takes several chunks faults
-    /// them in at once.
-    pub(super) fn populate_runs(&self, chunks: &mut [u32]) {
+    /// Faults in `chunks` (marked populated by the caller), one call a
+    /// chunk. `MADV_POPULATE_WRITE` holds the process's `mmap_lock` (read)
+    /// for its whole range (`madvise_populate` faults it in under one
+    /// hold), and every `mmap` and `munmap` of the process waits for it:
+    /// a thread started meanwhile (its stack is an `mmap`), a large
+    /// `malloc`. On a host where first touch is slow, 8 MiB in one call
+    /// held them for 40-70 ms (docs/measurements/2026-11-30-object-mount-
+    /// cold-2.md: a cold object mount's first GET waited for its thread);
+    /// one chunk a call lets them in between chunks. Returns the calls
+    /// made.
+    pub(super) fn populate_each(&self, chunks: &mut [u32]) -> usize {
         chunks.sort_unstable();
-        let mut i = 0;
-        while i < chunks.len() {
-            let mut j = i + 1;
-            while j < chunks.len() && chunks[j] == chunks[j - 1] + 1 {
-                j += 1;
-            }
-            self.populate_chunks(chunks[i], (j - i) as u32);
-            i = j;
+        for &c in chunks.iter() {
+            self.populate_chunks(c, 1);
         }
+        chunks.len()
     }
 
     /// Sets the wake-up of the thread that calls
@@ -90,7 +92,7 @@ impl Arena {
                 }
             }
         }
-        self.populate_runs(&mut todo);
+        self.populate_each(&mut todo);
         todo.len()
     }
 

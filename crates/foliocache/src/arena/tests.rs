@@ -89,6 +89,16 @@ fn limit_refuses_past_it_and_lifts() {
     arena.check_consistency().unwrap();
 }
 
+/// Adjacent chunks are faulted in one `madvise` each, never as one run:
+/// `MADV_POPULATE_WRITE` holds the process's `mmap_lock` for its whole
+/// range, and a thread's start (its stack's `mmap`) waits for it.
+#[test]
+fn adjacent_chunks_are_faulted_in_one_call_each() {
+    let arena = Arena::new(8 << 20, Populate::Lazy).unwrap();
+    assert_eq!(arena.populate_each(&mut [2, 0, 1, 3]), 4);
+    assert_eq!(arena.populate_ahead(4), 4, "four chunks were free");
+}
+
 #[test]
 fn chunks_are_populated_once_and_released_whole() {
     // Three chunks (pages 0, 512, 1024) and a tail of 5 pages (an

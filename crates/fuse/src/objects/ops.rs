@@ -11,6 +11,7 @@ use std::ops::Range;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use foliocache_object_store::CacheHint;
 use fuser::{
     Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, KernelConfig, LockOwner,
     OpenAccMode, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
@@ -48,11 +49,18 @@ impl ObjectFs {
         meta: &ObjectMeta,
         range: Range<u64>,
     ) -> Result<bytes::Bytes, Errno> {
-        let opts = GetOptions {
+        let from_start = range.start == 0;
+        let mut opts = GetOptions {
             range: Some(GetRange::Bounded(range)),
             if_match: meta.e_tag.clone(),
             ..GetOptions::default()
         };
+        if from_start {
+            // A file read from its start is most often read whole (`cat`,
+            // `cp`, a model's loader): its prefetch starts now, not after
+            // three round trips (docs/object-store.md, "Cold reads").
+            opts.extensions.insert(CacheHint::Sequential);
+        }
         let got = self.runtime.block_on(async {
             let found = self.store.get_opts(key, opts).await?;
             found.bytes().await

@@ -420,6 +420,48 @@ fn the_first_read_of_a_listed_object_sends_a_get_and_no_head() {
     assert!(after.remote_gets > before.remote_gets, "{after:?}");
 }
 
+/// A file read from its start is a stream's from its first read: after
+/// one 4 KiB read at offset 0 the mount's store fetches the next 8 MiB on
+/// its own (the prefetch), where a first read elsewhere in a file fetches
+/// what the kernel asked for. Counted in bytes fetched (a bounded wait
+/// for the prefetch), not timed.
+#[test]
+fn a_read_from_a_files_start_starts_its_prefetch() {
+    if !fuse_ok("a_read_from_a_files_start_starts_its_prefetch") {
+        return;
+    }
+    let (a, b) = (pattern(3, 16 << 20), pattern(4, 16 << 20));
+    let m = Mounted::new(
+        &[("a", a.clone()), ("b", b.clone())],
+        Duration::from_secs(60),
+    );
+    let mut buf = vec![0u8; 4096];
+    let at = 8u64 << 20;
+    fs::File::open(m.p("b"))
+        .and_then(|f| f.read_exact_at(&mut buf, at))
+        .expect("pread of b");
+    assert_eq!(buf, b[at as usize..at as usize + 4096]);
+    let elsewhere = m.store.stats().remote_get_bytes;
+    assert!(
+        elsewhere <= 1 << 20,
+        "a first read mid-file fetched {elsewhere} bytes"
+    );
+    fs::File::open(m.p("a"))
+        .and_then(|f| f.read_exact_at(&mut buf, 0))
+        .expect("pread of a");
+    assert_eq!(buf, a[..4096]);
+    let ahead = elsewhere + (8 << 20);
+    let mut got = 0;
+    for _ in 0..3000 {
+        got = m.store.stats().remote_get_bytes;
+        if got >= ahead {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(got >= ahead, "{got} bytes fetched, not {ahead}");
+}
+
 #[test]
 fn names_that_are_not_file_names_are_skipped_not_the_directory() {
     if !fuse_ok("names_that_are_not_file_names_are_skipped_not_the_directory") {

@@ -232,6 +232,14 @@ impl Object {
         }
     }
 
+    /// Marks the object a stream's whose last read ended at `end`
+    /// ([`CacheHint::Sequential`](crate::CacheHint)): the next read from
+    /// `end` is a stream's ([`note_read`](Self::note_read)).
+    pub(crate) fn begin_stream(&self, end: u64) {
+        self.last_end.store(end, Ordering::Relaxed);
+        self.run.store(STREAM_RUN - 1, Ordering::Relaxed);
+    }
+
     /// A stream's read ending at `end`: the bytes to read ahead of it now,
     /// if its prefetch is to be extended (it reaches less than half its
     /// depth ahead of `end`): from where it reached (or `end`, for a

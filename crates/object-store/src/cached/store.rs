@@ -672,14 +672,17 @@ impl<S: ObjectStore> CachedStore<S> {
         Some(result(obj, range, body))
     }
 
-    /// `get_opts` of a valid range (or a HEAD) of a tracked object
-    /// (`once`: its misses are not kept, [`CacheHint::ReadOnce`]).
+    /// `get_opts` of a valid range (or a HEAD) of a tracked object, with
+    /// `hint` ([`CacheHint::ReadOnce`]: its misses are not kept;
+    /// [`CacheHint::Sequential`]: its first piece read, the object's
+    /// prefetch starts from its end).
     async fn get_cached(
         &self,
         location: &Path,
         options: GetOptions,
-        once: bool,
+        hint: CacheHint,
     ) -> Result<GetResult> {
+        let once = hint == CacheHint::ReadOnce;
         let mut tries = 0;
         loop {
             let (key, obj) = self.lookup(location, &options, tries == 0).await?;
@@ -695,8 +698,15 @@ impl<S: ObjectStore> CachedStore<S> {
                 Some(Err(_)) => return self.inner.get_opts(location, options).await,
             };
             let first = range.start..range.end.min(range.start + CHUNK);
-            match read(&obj, first, &self.counters, once).await {
-                Ok(first) => {
+            match read(&obj, first.clone(), &self.counters, once).await {
+                Ok(bytes) => {
+                    if hint == CacheHint::Sequential {
+                        // After the first bytes, so that the prefetch's
+                        // GETs do not share the link with them.
+                        obj.begin_stream(first.end);
+                        prefetch(&obj, first.end, &self.counters);
+                    }
+                    let first = bytes;
                     let rest = stream_rest(
                         obj.clone(),
                         first,
@@ -814,7 +824,7 @@ impl<S: ObjectStore> ObjectStore for CachedStore<S> {
                 Counters::add(&self.counters.passed_through, 1);
                 self.inner.get_opts(location, options)
             }
-            hint => Box::pin(self.get_cached(location, options, hint == CacheHint::ReadOnce)),
+            hint => Box::pin(self.get_cached(location, options, hint)),
         }
     }
 
