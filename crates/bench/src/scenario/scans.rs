@@ -97,7 +97,7 @@ pub struct ScansBench {
     pub solo: Duration,
     /// The fixed rate, reads per second (`--hot-rate`); `None`: the
     /// slowest back to back solo rate of the first round over
-    /// [`PACE_SHARE`].
+    /// `PACE_SHARE`.
     pub rate: Option<u64>,
 }
 
