@@ -69,8 +69,9 @@ fn spawn_populater(inner: &Arc<CacheInner>, on_start: &ThreadStart) -> io::Resul
 
 /// Starts the thread that runs the miss-ratio curve's queued samples
 /// through its simulations (`mrc.rs`, "Cost"): every 20 ms, every 1 ms
-/// while an eighth of the queue fills between two looks, so that a hit
-/// only queues its sample. Like the flusher, it holds the cache only
+/// while an eighth of the queue fills between two looks, once a second
+/// while nothing is sampled ([`curve_pause`]), so that a hit only queues
+/// its sample. Like the flusher, it holds the cache only
 /// while it works and exits once the cache is gone. (Under Miri, none:
 /// a read drains the queue when it is half full, a curve asked for when
 /// asked.)
@@ -85,14 +86,36 @@ fn spawn_curve(inner: &Arc<CacheInner>, on_start: &ThreadStart) -> io::Result<()
         loop {
             std::thread::sleep(Duration::from_millis(pause));
             let Some(inner) = weak.upgrade() else { return };
-            pause = if inner.stats.drain_curve() > crate::mrc::QUEUE_ENTRIES / 8 {
-                1
-            } else {
-                (pause * 2).min(20)
-            };
+            pause = curve_pause(pause, inner.stats.drain_curve());
         }
     })?;
     Ok(())
+}
+
+/// The curve thread's longest pause while reads are sampled, and while
+/// none are (ms).
+#[cfg(any(test, not(loom)))]
+const CURVE_PAUSE_MS: u64 = 20;
+#[cfg(any(test, not(loom)))]
+const CURVE_IDLE_MS: u64 = 1000;
+
+/// The curve thread's next pause after one of `pause` ms in which
+/// `drained` sampled reads were queued: 1 ms while an eighth of the queue
+/// fills between two looks; doubling up to [`CURVE_PAUSE_MS`] while
+/// fewer come, and on to [`CURVE_IDLE_MS`] while none come, so that an
+/// idle cache wakes its thread once a second, not fifty times. The reads
+/// after an idle spell wait at most that second to be simulated, and a
+/// read that finds the queue half full drains it itself (`Mrc::push`): a
+/// curve asked for drains it first.
+#[cfg(any(test, not(loom)))]
+fn curve_pause(pause: u64, drained: u64) -> u64 {
+    if drained > crate::mrc::QUEUE_ENTRIES / 8 {
+        1
+    } else if drained > 0 {
+        (pause * 2).min(CURVE_PAUSE_MS)
+    } else {
+        (pause * 2).min(CURVE_IDLE_MS)
+    }
 }
 
 /// Parses a size as every front end of the cache takes one (the CLI's
@@ -620,6 +643,7 @@ impl Cache {
             sync_latency: s.sync_latency.snapshot(),
             throttle_latency: s.throttle_latency.snapshot(),
             read_errors: s.read_errors.load(Ordering::Relaxed),
+            curve_samples_dropped: s.mrc.dropped(),
         }
     }
 
@@ -823,6 +847,12 @@ pub struct CacheStats {
     /// Reads from backings that failed (the backing's error, or a read
     /// short of the file's size); each failed a read or a readahead.
     pub read_errors: u64,
+    /// Reads the miss-ratio curve's sample drew but could not queue (its
+    /// queue full and its drain busy: the curve thread behind a loaded
+    /// host's readers), left out of [`Cache::hit_ratio_curve`]: a gap in
+    /// the sample's stream, which shifts the curve toward the reads that
+    /// were queued. 0 with the curve off.
+    pub curve_samples_dropped: u64,
 }
 
 /// Where a [`Cache`]'s memory goes, from [`Cache::memory`].
@@ -894,3 +924,58 @@ impl MemoryUsage {
 /// The default shadow budget: one index node per this many pages of
 /// capacity.
 const SHADOW_PAGES_PER_NODE: usize = 24;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mrc::QUEUE_ENTRIES;
+
+    /// The curve thread looks every millisecond while the queue fills
+    /// fast, backs off to 20 ms while reads are sampled slowly, and to a
+    /// second while none are; the first sampled reads after an idle spell
+    /// bring it back to 20 ms at once.
+    #[test]
+    fn the_curve_thread_backs_off_to_a_second_while_nothing_is_sampled() {
+        let busy = crate::mrc::QUEUE_ENTRIES / 8 + 1;
+        let mut pause = 1;
+        let mut looks = 0;
+        while pause < CURVE_IDLE_MS {
+            pause = curve_pause(pause, 0);
+            looks += 1;
+        }
+        assert_eq!(pause, CURVE_IDLE_MS);
+        // From 1 ms to a second in ten looks (about 2 s of idling).
+        assert_eq!(looks, 10);
+        assert_eq!(curve_pause(CURVE_IDLE_MS, 0), CURVE_IDLE_MS);
+        assert_eq!(curve_pause(CURVE_IDLE_MS, 1), CURVE_PAUSE_MS);
+        assert_eq!(curve_pause(CURVE_IDLE_MS, busy), 1);
+        assert_eq!(curve_pause(1, 1), 2);
+        assert_eq!(curve_pause(16, 1), CURVE_PAUSE_MS);
+    }
+
+    /// A sampled read that finds the queue full and its drain busy is left
+    /// out and counted where a user sees it (`CacheStats`, and the metrics'
+    /// `foliocache_curve_samples_dropped`): the estimator's lock held (a
+    /// drain in progress), the queue takes `QUEUE_ENTRIES` reads and drops
+    /// the rest; once drained, it takes reads again.
+    #[test]
+    fn reads_the_queue_cannot_take_are_counted_as_dropped() {
+        let cache = Cache::builder().capacity(16 << 20).build().unwrap();
+        let mrc = &cache.inner.stats.mrc;
+        let exact = crate::mrc::Exact::default();
+        {
+            let _draining = mrc.hold_drain();
+            for h in 0..QUEUE_ENTRIES + 10 {
+                mrc.push(h, true, None, || exact);
+            }
+            assert_eq!(cache.stats().curve_samples_dropped, 10);
+        }
+        // Drained (the curve thread may be at it too: then this waits),
+        // the queue takes reads again.
+        mrc.drain(|| exact);
+        for h in 0..QUEUE_ENTRIES / 4 {
+            mrc.push(h, true, None, || exact);
+        }
+        assert_eq!(cache.stats().curve_samples_dropped, 10);
+    }
+}

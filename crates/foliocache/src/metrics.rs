@@ -331,7 +331,7 @@ struct Figure {
 
 /// The counters and gauges, in the order a scrape writes them (the
 /// latency histograms follow: see `CacheCollector::encode`).
-static FIGURES: [Figure; 28] = [
+static FIGURES: [Figure; 29] = [
     Figure {
         name: "foliocache_hits",
         help: "Folio lookups by reads that found the data cached (lookups, not bytes; readahead's folios included)",
@@ -450,6 +450,13 @@ static FIGURES: [Figure; 28] = [
         kind: Kind::Counter,
         unit: None,
         value: |s, _| s.dropbehind_drops,
+    },
+    Figure {
+        name: "foliocache_curve_samples_dropped",
+        help: "Sampled reads the miss-ratio curve left out: its queue was full and its drain busy",
+        kind: Kind::Counter,
+        unit: None,
+        value: |s, _| s.curve_samples_dropped,
     },
     Figure {
         name: "foliocache_pin_copies",
@@ -828,6 +835,10 @@ mod tests {
         }
         assert!(curve.points[2].known().is_some());
         assert!(sample(&text, "foliocache_predicted_hit_ratio_window_reads") >= 3.0);
+        // The sample's reads left out, as `CacheStats` counts them (none
+        // on one thread: mrc/tests.rs forces some).
+        let dropped = sample(&text, "foliocache_curve_samples_dropped_total");
+        assert_eq!(dropped, cache.stats().curve_samples_dropped as f64);
     }
 
     #[test]

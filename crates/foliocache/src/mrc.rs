@@ -146,7 +146,7 @@
 //! simulations run. The simulations run in batches off the hits' path:
 //! the cache's curve thread (`foliocache-curve`, `cache.rs`) takes the
 //! queue every 20 ms, every 1 ms while an eighth of it fills between two
-//! looks; a curve asked for takes it first (so a curve read after the
+//! looks, once a second while nothing is sampled; a curve asked for takes it first (so a curve read after the
 //! reads counts every one of them); a read that finds the queue half
 //! full takes it if the estimator's lock is free (`try_lock`: a thread
 //! reading faster than the curve thread runs, or a loaded host); a read
@@ -814,10 +814,17 @@ impl Mrc {
         self.take_queued(&mut st, &exact)
     }
 
-    /// Sampled reads dropped so far (the queue full, its drain busy).
-    #[cfg(test)]
+    /// Sampled reads dropped so far (the queue full, its drain busy):
+    /// `CacheStats::curve_samples_dropped`.
     pub(crate) fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Holds the estimator's lock, as a drain in progress does, until the
+    /// guard goes (a test's way to find the queue's drain busy).
+    #[cfg(test)]
+    pub(crate) fn hold_drain(&self) -> impl Sized + '_ {
+        self.state.lock()
     }
 
     /// The queued reads, in order, each at the tick of its push (its

@@ -12,9 +12,14 @@
 //! came from memory (`CacheStats::memory_bytes`), a page readahead
 //! brought in counted as a miss where it was first read. Reads are
 //! random-advised (no readahead: one page a read, what the curve counts).
-//! A hit ratio is measured over the trace's second half, after the first
-//! has filled the cache; the curve's window (one or two epochs of 16
-//! capacities of reads) lies inside that half.
+//! A trace's hit ratio at each size is measured over the reads the curve
+//! of C covered (its window, one or two epochs of 16 capacities of reads
+//! and at least 65,536, ending at the trace's end): inside the second
+//! half for C's traces, but reaching into the warm-up for the object
+//! store's, whose C is a quarter of the others' ([`measured_from`]).
+//! The pool's and the group's rows likewise (in reads of 16 pages, 8
+//! threads side by side); the one pass over the whole pass, which its
+//! curve covers.
 //!
 //! Two workloads have the shapes of programs a newcomer tried
 //! ([`shapes`]): a pass over 20,000 small files, each opened, read once
@@ -91,10 +96,11 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
              at 0.25x, 0.5x, 1x, 2x and 4x its capacity C = {} (Cache::hit_ratio_curve, at the \
              end of a trace of {TRACE_CAPACITIES} C of random-advised 4 KiB reads from a file \
              in memory) beside the hit ratios measured by running the same trace through a \
-             cache of each size (over the trace's second half). Then a pass over 20,000 small \
-             files read once each, and a pool of 8 threads reading random 64 KiB ranges of a file \
-             of 2 C; the last workload is the reads of db_bench readrandom, recorded with strace \
-             at each run. A point the curve does not know yet shows n/k.",
+             cache of each size (over the reads the curve covered: its window). Then a pass \
+             over 20,000 small files read once each, and a pool of 8 threads reading random 64 \
+             KiB ranges of a file of 2 C; the last workload is the reads of db_bench \
+             readrandom, recorded with strace at each run. A point the curve does not know \
+             yet shows n/k.",
             fmt_size(capacity)
         ),
         jobs: Vec::new(),
@@ -125,15 +131,20 @@ enum Job<'a> {
 
 impl Job<'_> {
     /// Runs the job through a cache of `capacity` bytes (C of `c`
-    /// pages): the hit ratio it measured, and the curve at its end.
-    fn run(self, c: u64, capacity: u64) -> Result<(f64, HitRatioCurve)> {
+    /// pages): the hit ratio it measured, and the curve at its end. The
+    /// hit ratio is over the last `window` page reads where given (the
+    /// reads the curve of C covered), else over the second half; the one
+    /// pass's over the whole pass (its window).
+    fn run(self, c: u64, capacity: u64, window: Option<u64>) -> Result<(f64, HitRatioCurve)> {
         match self {
-            Job::Trace(trace, pages) => run_trace(trace, pages, capacity),
+            Job::Trace(trace, pages) => run_trace(trace, pages, capacity, window),
             Job::OnePass => shapes::one_pass(c, capacity),
-            Job::Pool => shapes::pool(c, capacity),
-            Job::GroupPool(dir) => shapes::group_pool(dir, c, capacity),
-            Job::GroupTrace(trace, pages, dir) => shapes::group_trace(dir, trace, pages, capacity),
-            Job::Store(trace, pages) => store::memory(trace, pages, capacity),
+            Job::Pool => shapes::pool(c, capacity, window),
+            Job::GroupPool(dir) => shapes::group_pool(dir, c, capacity, window),
+            Job::GroupTrace(trace, pages, dir) => {
+                shapes::group_trace(dir, trace, pages, capacity, window)
+            }
+            Job::Store(trace, pages) => store::memory(trace, pages, capacity, window),
         }
     }
 }
@@ -153,20 +164,39 @@ fn hit_ratio(before: &foliocache::CacheStats, after: &foliocache::CacheStats) ->
     memory as f64 / read.max(1) as f64
 }
 
+/// Where a trace's measured part starts: its last `window` reads, or its
+/// second half. The curve covers a window of whole epochs ending at the
+/// trace's end (`HitRatioCurve::accesses` reads, one page each here),
+/// which may reach back past the half (a trace shorter than four epochs:
+/// the object store's rows, whose C is a quarter of the others'), into
+/// the warm-up; a hit ratio measured over other reads than the curve's
+/// compares two figures of different reads.
+pub(super) fn measured_from(len: usize, window: Option<u64>) -> usize {
+    window.map_or(len / 2, |w| {
+        len.saturating_sub(usize::try_from(w).unwrap_or(usize::MAX))
+    })
+}
+
 /// Runs `trace` (a file of `pages`) through a cache of `capacity` bytes;
-/// the hit ratio over the trace's second half, and the curve at its end.
-fn run_trace(trace: &[u64], pages: u64, capacity: u64) -> Result<(f64, HitRatioCurve)> {
+/// the hit ratio over the trace's last `window` reads (or its second
+/// half: [`measured_from`]), and the curve at its end.
+fn run_trace(
+    trace: &[u64],
+    pages: u64,
+    capacity: u64,
+    window: Option<u64>,
+) -> Result<(f64, HitRatioCurve)> {
     let cache = cache(capacity)?;
     let backing = MemBacking::with_data(vec![0u8; (pages * PAGE) as usize]);
     let file = cache.open_backing(backing)?;
     file.advise(0, 0, Advice::Random)?;
     let mut buf = vec![0u8; PAGE as usize];
-    let half = trace.len() / 2;
-    for &p in &trace[..half] {
+    let from = measured_from(trace.len(), window);
+    for &p in &trace[..from] {
         file.read_at(&mut buf, p * PAGE)?;
     }
     let before = cache.stats();
-    for &p in &trace[half..] {
+    for &p in &trace[from..] {
         file.read_at(&mut buf, p * PAGE)?;
     }
     Ok((hit_ratio(&before, &cache.stats()), cache.hit_ratio_curve()))
@@ -203,12 +233,13 @@ impl Gaps {
 /// each gap counted into `gaps`.
 fn row(name: &str, job: Job<'_>, capacity: u64, gaps: &mut Gaps) -> Result<String> {
     let c = capacity / PAGE;
-    let (_, curve) = job.run(c, capacity)?;
+    let (_, curve) = job.run(c, capacity, None)?;
     let mut cells = Vec::new();
     let mut worst = 0.0f64;
     for p in curve.points {
         let size = (capacity as f64 * p.capacity_ratio) as u64;
-        let (measured, _) = job.run(c, size)?;
+        // Measured over the reads the curve covered (`run`).
+        let (measured, _) = job.run(c, size, Some(curve.accesses))?;
         match p.known() {
             Some(h) => {
                 let gap = (h - measured).abs();
@@ -335,10 +366,28 @@ mod tests {
         }
     }
 
+    /// The measured part is the curve's window at the trace's end, all of
+    /// the trace when the window is longer (a short trace's window holds
+    /// its warm-up), the second half with no window.
+    #[test]
+    fn a_hit_ratio_is_measured_over_the_reads_the_curve_covered() {
+        assert_eq!(measured_from(1000, None), 500);
+        assert_eq!(measured_from(1000, Some(300)), 700);
+        assert_eq!(measured_from(1000, Some(1000)), 0);
+        assert_eq!(measured_from(1000, Some(u64::MAX)), 0);
+        // Through a cache: the 1x hit ratio measured over the curve's
+        // window is the curve's 1x point (the same reads, the same cache).
+        let (trace, pages) = Workload::Zipf(0.99).trace(1024);
+        let (_, curve) = run_trace(&trace, pages, 4 << 20, None).unwrap();
+        let (measured, _) = run_trace(&trace, pages, 4 << 20, Some(curve.accesses)).unwrap();
+        let one = curve.at(1.0).unwrap();
+        assert!((measured - one).abs() < 0.002, "{measured} against {one}");
+    }
+
     #[test]
     fn the_one_x_point_is_the_hit_ratio_the_cache_had() {
         let (trace, pages) = Workload::Zipf(0.99).trace(1024);
-        let (_, curve) = run_trace(&trace, pages, 4 << 20).unwrap();
+        let (_, curve) = run_trace(&trace, pages, 4 << 20, None).unwrap();
         assert!(curve.accesses > 0);
         let one = curve.at(1.0).unwrap();
         let quarter = curve

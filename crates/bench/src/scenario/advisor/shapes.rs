@@ -24,7 +24,7 @@ use anyhow::Result;
 use backing::MemBacking;
 use foliocache::{File, HitRatioCurve, SharedCache, SharedFile};
 
-use super::{cache, hit_ratio, PAGE, TRACE_CAPACITIES};
+use super::{cache, hit_ratio, measured_from, PAGE, TRACE_CAPACITIES};
 
 /// The one-pass workload's name in the table.
 pub(super) const ONE_PASS: &str = "one pass, 20k files";
@@ -64,16 +64,17 @@ pub(super) fn one_pass(c: u64, capacity: u64) -> Result<(f64, HitRatioCurve)> {
 /// [`WORKERS`] threads reading random 64 KiB ranges (aligned) of a file
 /// of 2 C, [`TRACE_CAPACITIES`] C of pages in all, through a cache of
 /// `capacity` bytes (C of `c` pages), readahead as the cache sets it:
-/// the hit ratio over the second half (the first fills the cache) and
-/// the curve at its end.
-pub(super) fn pool(c: u64, capacity: u64) -> Result<(f64, HitRatioCurve)> {
+/// the hit ratio over the last `window` page reads (or the second half:
+/// [`split`]) and the curve at its end.
+pub(super) fn pool(c: u64, capacity: u64, window: Option<u64>) -> Result<(f64, HitRatioCurve)> {
     let cache = cache(capacity)?;
     let pages = 2 * c;
     let file = cache.open_backing(MemBacking::with_data(vec![0u8; (pages * PAGE) as usize]))?;
     let reads = TRACE_CAPACITIES * c / READ_PAGES / WORKERS;
-    workers(&file, pages, 0..reads / 2)?;
+    let from = split(reads, window);
+    workers(&file, pages, 0..from)?;
     let before = cache.stats();
-    workers(&file, pages, reads / 2..reads)?;
+    workers(&file, pages, from..reads)?;
     Ok((hit_ratio(&before, &cache.stats()), cache.hit_ratio_curve()))
 }
 
@@ -85,19 +86,29 @@ pub(super) const GROUP_ZIPF: &str = "group: zipf 0.99";
 
 /// The pool ([`pool`]) through the group's cache (`SharedCache`) of
 /// `capacity` bytes, over a sparse file of 2 C made in `dir`: the group's
-/// hit ratio over the second half and the group's curve at its end
-/// (`SharedCache::hit_ratio_curve`).
-pub(super) fn group_pool(dir: &Path, c: u64, capacity: u64) -> Result<(f64, HitRatioCurve)> {
+/// hit ratio over the last `window` page reads (or the second half) and
+/// the group's curve at its end (`SharedCache::hit_ratio_curve`).
+pub(super) fn group_pool(
+    dir: &Path,
+    c: u64,
+    capacity: u64,
+    window: Option<u64>,
+) -> Result<(f64, HitRatioCurve)> {
     let pages = 2 * c;
     let reads = TRACE_CAPACITIES * c / READ_PAGES / WORKERS;
-    group_run(dir, pages, capacity, |file, half| {
-        let range = if half == 0 {
-            0..reads / 2
-        } else {
-            reads / 2..reads
-        };
+    let from = split(reads, window);
+    group_run(dir, pages, capacity, |file, part| {
+        let range = if part == 0 { 0..from } else { from..reads };
         workers(file, pages, range)
     })
+}
+
+/// Where each worker's measured reads start, of its `reads` (of
+/// [`READ_PAGES`] each, [`WORKERS`] side by side): the window's page
+/// reads' worth at the end (`measured_from`).
+fn split(reads: u64, window: Option<u64>) -> u64 {
+    let window = window.map(|w| w / (READ_PAGES * WORKERS));
+    measured_from(reads as usize, window) as u64
 }
 
 /// The trace of `trace` (a file of `pages`) through the group's cache of
@@ -108,9 +119,15 @@ pub(super) fn group_trace(
     trace: &[u64],
     pages: u64,
     capacity: u64,
+    window: Option<u64>,
 ) -> Result<(f64, HitRatioCurve)> {
-    group_run(dir, pages, capacity, |file, half| {
-        let part = &trace[half * trace.len() / 2..(half + 1) * trace.len() / 2];
+    let from = measured_from(trace.len(), window);
+    group_run(dir, pages, capacity, |file, part| {
+        let part = if part == 0 {
+            &trace[..from]
+        } else {
+            &trace[from..]
+        };
         std::thread::scope(|s| {
             let running: Vec<_> = (0..WORKERS as usize)
                 .map(|w| {
@@ -131,8 +148,8 @@ pub(super) fn group_trace(
 }
 
 /// A group's cache of `capacity` bytes over a sparse file of `pages` in
-/// `dir`, read by `halves` (the first half, 0, fills it; the second, 1,
-/// is measured): the group's hit ratio over the second half, in bytes,
+/// `dir`, read by `halves` (the first part, 0, fills it; the second, 1,
+/// is measured): the group's hit ratio over the second part, in bytes,
 /// and the group's curve.
 fn group_run(
     dir: &Path,

@@ -27,7 +27,7 @@ use object_store::memory::InMemory;
 use object_store::path::Path;
 use object_store::ObjectStoreExt;
 
-use super::{cache, hit_ratio, PAGE};
+use super::{cache, hit_ratio, measured_from, PAGE};
 
 /// The object's path.
 fn path() -> Path {
@@ -61,16 +61,21 @@ async fn replay(s: &CachedStore<InMemory>, trace: &[u64]) -> Result<()> {
 }
 
 /// `trace` (an object of `pages`) through a store whose cache has
-/// `capacity` bytes: the hit ratio over the trace's second half, and the
-/// memory tier's curve at its end (the cache's; checked to be the one
-/// `tier_curves` gives).
-pub(super) fn memory(trace: &[u64], pages: u64, capacity: u64) -> Result<(f64, HitRatioCurve)> {
+/// `capacity` bytes: the hit ratio over the trace's last `window` reads
+/// (or its second half: `measured_from`), and the memory tier's curve at
+/// its end (the cache's; checked to be the one `tier_curves` gives).
+pub(super) fn memory(
+    trace: &[u64],
+    pages: u64,
+    capacity: u64,
+    window: Option<u64>,
+) -> Result<(f64, HitRatioCurve)> {
     runtime()?.block_on(async {
         let s = CachedStore::new(remote(pages).await?, cache(capacity)?);
-        let half = trace.len() / 2;
-        replay(&s, &trace[..half]).await?;
+        let from = measured_from(trace.len(), window);
+        replay(&s, &trace[..from]).await?;
         let before = s.cache().stats();
-        replay(&s, &trace[half..]).await?;
+        replay(&s, &trace[from..]).await?;
         let curve = s.cache().hit_ratio_curve();
         let tiers = s.tier_curves().memory;
         let same = curve.points.iter().zip(&tiers.points);
