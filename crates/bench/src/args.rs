@@ -172,7 +172,8 @@ pub struct BenchArgs {
     /// stream takes a good part of the hot set, an uncached one leaves it
     /// (foliocache's cached stream goes first, its streamed list) (`docs/measurements/2026-11-22-uncached.md` has the figures). Unthrottled, every
     /// page is read several times a second, turns active, and stays beside
-    /// any stream.
+    /// any stream. With `scans`: its fixed rate, for every contender and
+    /// round (default: the slowest back to back solo rate over 100).
     #[arg(long, value_name = "N")]
     pub hot_rate: Option<u64>,
 

@@ -439,6 +439,7 @@ impl CacheBuilder {
             Some(bytes) => bytes / xarray::NODE_SIZE,
             None => arena.capacity_pages() / SHADOW_PAGES_PER_NODE,
         };
+        let capacity_pages = arena.capacity_pages() as u64;
         let page = PAGE_SIZE as u64;
         let dirty_limit = self.dirty_limit.map(|b| (b as u64).div_ceil(page).max(1));
         let dirty_background = self.dirty_background.map(|b| (b as u64).div_ceil(page));
@@ -446,7 +447,7 @@ impl CacheBuilder {
             warm: Arc::new(crate::loaded::Loaded::new()),
             inner: Arc::new(CacheInner::new(
                 Memory::new(arena, table, guard),
-                Io::new(io, self.max_folio_order, self.readahead),
+                Io::new(io, self.max_folio_order, self.readahead, capacity_pages),
                 Reclaim::new(shadow_nodes),
                 Bdi::new(dirty_limit, dirty_background, &self.on_thread_start),
                 self.refault_detection,

@@ -147,6 +147,7 @@ impl Cache {
                     .io
                     .readahead
                     .for_capacity(self.inner.mem.arena.capacity_pages() as u64),
+                self.inner.io.unread.clone(),
             )),
             writable: false,
             append: false,
@@ -412,7 +413,7 @@ impl File {
         self.mapping.handle_opened();
         File {
             mapping: self.mapping.clone(),
-            ra: Arc::new(Readahead::new(cfg)),
+            ra: Arc::new(Readahead::new(cfg, self.ra.unread_cap().clone())),
             writable: self.writable,
             append: self.append,
             wb_since: Arc::new(AtomicU64::new(self.mapping.wb.err().sample())),

@@ -1,8 +1,8 @@
 //! The state one cache's parts share (`CacheInner`), and what needs
-//! several of them: allocation, which reclaims when the arena is empty and
-//! waits a bounded while when nothing can be reclaimed (the kernel's
-//! `__alloc_pages_slowpath` entering direct reclaim), and the registry of
-//! the files open. A mapping reaches the cache through it; the public
+//! several of them: allocation, which reclaims when the arena is empty and,
+//! when nothing can be reclaimed, waits while the cache makes progress (the
+//! kernel's `__alloc_pages_slowpath` entering direct reclaim), and the
+//! registry of the files open. A mapping reaches the cache through it; the public
 //! [`Cache`](crate::Cache) (`cache.rs`) builds it and holds it.
 //!
 //! Allocation calls reclaim (`vmscan.rs`), reclaim removes folios from
@@ -20,13 +20,14 @@ use crate::bdi::Bdi;
 use crate::filemap::Mapping;
 use crate::folio::{Folio, Memory, MemoryOwner};
 use crate::lru::{LruVec, Lruv};
-use crate::readahead::ReadaheadConfig;
+use crate::readahead::{ReadaheadConfig, UnreadCap};
 use crate::stats::Stats;
 use crate::sync::{AtomicU64, Ordering};
 use crate::vmscan::{self, Reclaim};
 
-/// How long an allocation waits for a pinned cache to free a folio before
-/// it fails with `OutOfMemory` (16 yields, then 1 ms sleeps).
+/// How long an allocation waits with nothing freed and nothing written
+/// back before it fails with `OutOfMemory` (16 yields, then 1 ms sleeps):
+/// a cache whose every folio stays pinned or locked.
 pub(crate) const ALLOC_WAIT: Duration = Duration::from_millis(200);
 
 #[cfg(not(loom))]
@@ -36,32 +37,46 @@ const ALLOC_WAIT_ROUNDS: u32 = 16 + 200;
 #[cfg(loom)]
 const ALLOC_WAIT_ROUNDS: u32 = 0;
 
-/// How many times [`ALLOC_WAIT`] an allocation waits when the cache holds
-/// dirty folios (the flusher is making clean ones).
+/// How many times [`ALLOC_WAIT`] an allocation waits without progress
+/// when the cache holds dirty folios (the flusher is making clean ones).
 const DIRTY_WAIT_FACTOR: u32 = 10;
 
-/// The bounded wait of a caller that needs a free folio and found none to
-/// reclaim: [`ALLOC_WAIT`], or [`DIRTY_WAIT_FACTOR`] times that while the
-/// cache holds dirty folios or folios under writeback (the flusher, kicked
-/// at each step, is making clean ones). Taken by [`CacheInner::alloc_folio`]
-/// and by a write whose folio is pinned with no free folio to copy it to
-/// (which waits with no folio locked, for memory or for the pins to go).
+/// The wait of a caller that needs a free folio and found none to
+/// reclaim, as the kernel's `__alloc_pages_slowpath` retries while
+/// reclaim makes progress (`should_reclaim_retry` counts only the loops
+/// that made none, and `reclaim_throttle` waits for writeback): it goes
+/// on as long as the cache makes progress, and fails once a whole
+/// [`ALLOC_WAIT`] (or [`DIRTY_WAIT_FACTOR`] times that while the cache
+/// holds dirty folios or folios under writeback: the flusher, kicked at
+/// each step, is making clean ones) passed with none. Progress is a folio
+/// evicted or dropped, or a byte written back (a write that failed is
+/// none: a dead backing's folios stay dirty and the wait ends). Taken by
+/// [`CacheInner::alloc_folio`] and by a write whose folio is pinned with
+/// no free folio to copy it to (which waits with no folio locked, for
+/// memory or for the pins to go).
 pub(crate) struct AllocWait {
+    /// Steps waited since the last progress.
     round: u32,
+    /// Windows that ended with progress.
+    windows: u32,
     writeback: bool,
+    /// The progress count when the window began (`None`: not yet).
+    progress: Option<u64>,
 }
 
 impl AllocWait {
     pub(crate) fn new() -> Self {
         AllocWait {
             round: 0,
+            windows: 0,
             writeback: false,
+            progress: None,
         }
     }
 
     /// Waits one step (16 yields, then 1 ms sleeps), kicking the flusher
-    /// when there is dirty data; `false`, without waiting, once the wait
-    /// is over (the caller fails).
+    /// when there is dirty data; `false`, without waiting, once a whole
+    /// window passed without progress (the caller fails).
     pub(crate) fn wait(&mut self, cache: &CacheInner) -> bool {
         self.writeback = cache.stats.dirty_pages.load(Ordering::Relaxed)
             + cache.stats.writeback_pages.load(Ordering::Relaxed)
@@ -74,8 +89,17 @@ impl AllocWait {
         } else {
             ALLOC_WAIT_ROUNDS
         };
+        let now = progress(cache);
+        let since = *self.progress.get_or_insert(now);
         if self.round >= rounds {
-            return false;
+            if now == since {
+                return false;
+            }
+            // Something was freed or written back: a new window, of
+            // sleeps (the yields were for a reader about to let go).
+            self.progress = Some(now);
+            self.windows += 1;
+            self.round = rounds.min(16);
         }
         if self.round < 16 {
             std::thread::yield_now();
@@ -86,14 +110,26 @@ impl AllocWait {
         true
     }
 
-    /// How long the wait that just ended lasted, for its error message.
+    /// About how long the wait that just ended lasted, for its error
+    /// message.
     pub(crate) fn waited(&self) -> Duration {
-        if self.writeback {
+        let window = if self.writeback {
             ALLOC_WAIT * DIRTY_WAIT_FACTOR
         } else {
             ALLOC_WAIT
-        }
+        };
+        window * (self.windows + 1)
     }
+}
+
+/// What an allocation waiting for memory counts as the cache's progress:
+/// folios evicted or dropped behind, and bytes written back (each only
+/// grows).
+fn progress(cache: &CacheInner) -> u64 {
+    let s = &cache.stats;
+    s.evictions.sum()
+        + s.dropbehind_drops.load(Ordering::Relaxed)
+        + s.io_write_bytes.load(Ordering::Relaxed)
 }
 
 /// What every part of one cache reaches: its memory, its counters, its IO
@@ -134,16 +170,25 @@ pub(crate) struct Io {
     pub(crate) max_order: u32,
     /// Readahead's settings for files opened from now on.
     pub(crate) readahead: ReadaheadConfig,
+    /// The streams' unread readahead over the whole cache, and its cap.
+    pub(crate) unread: Arc<UnreadCap>,
 }
 
 impl Io {
-    /// An engine (none under loom), with no run in flight.
-    pub(crate) fn new(engine: Option<IoEngine>, max_order: u32, readahead: ReadaheadConfig) -> Io {
+    /// An engine (none under loom), with no run in flight, for a cache of
+    /// `capacity_pages`.
+    pub(crate) fn new(
+        engine: Option<IoEngine>,
+        max_order: u32,
+        readahead: ReadaheadConfig,
+        capacity_pages: u64,
+    ) -> Io {
         Io {
             engine,
             in_flight: AtomicU64::new(0),
             max_order,
             readahead,
+            unread: Arc::new(UnreadCap::new(capacity_pages)),
         }
     }
 }
@@ -245,16 +290,18 @@ impl CacheInner {
     /// order the arena can give, reclaiming when it can give none. The folio
     /// comes back with one reference (the caller's), in no mapping.
     ///
-    /// When nothing can be reclaimed because every folio is locked or held
-    /// by a reader, it waits a little before giving up: readers hold folios
-    /// only while they copy out, and no caller holds a folio reference
-    /// while it allocates, so a short wait usually frees one (the kernel
-    /// would wait indefinitely; we bound it so a cache pinned by slow IO
-    /// fails a read instead of hanging it).
+    /// When nothing can be reclaimed because every folio is locked, dirty
+    /// or held by a reader, it waits ([`AllocWait`]) as long as the cache
+    /// makes progress: readers hold folios only while they copy out, no
+    /// caller holds a folio reference while it allocates, and the flusher
+    /// makes dirty folios clean; a cache where nothing is freed or written
+    /// back for a whole window (pinned, or its backing's writes failing)
+    /// fails the read or write instead of hanging it.
     ///
     /// # Errors
-    /// `OutOfMemory` when nothing could be reclaimed for about
-    /// [`ALLOC_WAIT`]: every cached folio stayed locked or referenced.
+    /// `OutOfMemory` when nothing could be reclaimed and nothing was freed
+    /// or written back for [`ALLOC_WAIT`] (ten times that with dirty data):
+    /// every cached folio stayed locked, referenced or dirty.
     pub(crate) fn alloc_folio(&self, order: u32) -> io::Result<&Folio> {
         self.reclaim_until(1 << order, || {
             (0..=order).rev().find_map(|o| self.mem.alloc(o))
@@ -262,8 +309,8 @@ impl CacheInner {
     }
 
     /// Waits, as [`alloc_folio`](Self::alloc_folio) waits (direct reclaim,
-    /// then the bounded wait for folios to become clean or unpinned, the
-    /// flusher kicked), until the arena has `pages` free pages (at least
+    /// then the wait for folios to become clean or unpinned while the
+    /// cache makes progress, the flusher kicked), until the arena has `pages` free pages (at least
     /// one, at most the whole arena), allocating none: the job an async
     /// read or write awaits when it found no memory without waiting
     /// (`future/job.rs`, `docs/async.md`), which then allocates itself.
@@ -291,7 +338,7 @@ impl CacheInner {
     /// The loop of the kernel's `__alloc_pages_slowpath` as this cache runs
     /// it: `take` (an allocation, or a test for free memory) until it
     /// gives something, with direct reclaim of `pages` between tries and,
-    /// when reclaim frees nothing, the bounded [`AllocWait`].
+    /// when reclaim frees nothing, the [`AllocWait`] (bounded by progress).
     fn reclaim_until<T>(&self, pages: u64, mut take: impl FnMut() -> Option<T>) -> io::Result<T> {
         let mut wait = AllocWait::new();
         loop {
@@ -313,8 +360,9 @@ impl CacheInner {
                 io::ErrorKind::OutOfMemory,
                 format!(
                     "foliocache: the cache ({} bytes) is full and every folio in it stayed in \
-                     use (locked, referenced, or dirty) for {:?}; use a larger capacity, fewer \
-                     concurrent readers or a lower dirty limit",
+                     use (locked, referenced, or dirty, nothing freed or written back) for \
+                     {:?}; use a larger capacity, fewer concurrent readers or a lower dirty \
+                     limit",
                     self.mem.arena.capacity_bytes(),
                     wait.waited()
                 ),

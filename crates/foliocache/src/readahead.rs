@@ -31,9 +31,13 @@
 //! still starts at 4 pages for a 4 KiB read and only grows for a sequential
 //! stream, so random readers do not pay for it; and a file's windows are
 //! capped at an eighth of the cache (but not below 128 KiB), so a stream
-//! cannot flush a small cache.
+//! cannot flush a small cache. The streams' windows not yet read are
+//! capped over the whole cache too ([`UnreadCap`]): several streams at
+//! once share a quarter of it.
 
-use crate::sync::{AtomicU32, AtomicU64, Mutex, Ordering};
+use std::sync::Arc;
+
+use crate::sync::{AtomicU32, AtomicU64, Mutex, Ordering, StatU64};
 
 /// How a window's folios enter the index (an A/B switch: see `internals`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -412,6 +416,9 @@ pub(crate) struct Readahead {
     /// The open file's default [`ReadFlags`](crate::ReadFlags) bits, and
     /// [`NOREUSE`](Self::NOREUSE) after `Advice::NoReuse`.
     pub(crate) flags: AtomicU32,
+    /// The cache's unread readahead, and this handle's part of it.
+    unread: Arc<UnreadCap>,
+    mine: StatU64,
 }
 
 impl Readahead {
@@ -440,11 +447,97 @@ impl Readahead {
         st.ra_pages /= 4;
     }
 
-    pub(crate) fn new(cfg: ReadaheadConfig) -> Self {
+    /// A handle's state, its unread readahead counted in `unread`, the
+    /// cache's.
+    pub(crate) fn new(cfg: ReadaheadConfig, unread: Arc<UnreadCap>) -> Self {
         Readahead {
             state: Mutex::new(RaState::new(cfg)),
             prev_pos: AtomicU64::new(u64::MAX),
             flags: AtomicU32::new(0),
+            unread,
+            mine: StatU64::new(0),
+        }
+    }
+
+    /// The cache's unread readahead this handle's counted in.
+    pub(crate) fn unread_cap(&self) -> &Arc<UnreadCap> {
+        &self.unread
+    }
+
+    /// The asynchronous window `st.win` that a stream at page `index` is
+    /// about to read, shrunk so that the cache's unread readahead stays
+    /// within its cap (never below [`UNREAD_FLOOR`] pages, nor grown), and
+    /// counted as this handle's (replacing what it had counted: its last
+    /// window is reached). Called with `st`, the handle's state, locked.
+    pub(crate) fn cap_unread(&self, st: &mut RaState, index: u64) -> Window {
+        let mine = self.mine.load(Ordering::Relaxed);
+        let others = self
+            .unread
+            .pages
+            .load(Ordering::Relaxed)
+            .saturating_sub(mine);
+        let w = &mut st.win;
+        let gap = w.start.saturating_sub(index);
+        let room = self.unread.cap.saturating_sub(others).saturating_sub(gap);
+        let size = w.size.min(room.max(UNREAD_FLOOR));
+        if size < w.size {
+            w.size = size;
+            w.async_size = size;
+        }
+        self.count_unread(gap + w.size);
+        *w
+    }
+
+    /// This handle's unread readahead is now `pages` (0: none, its stream
+    /// started over or it closes).
+    pub(crate) fn count_unread(&self, pages: u64) {
+        let mine = self.mine.swap(pages, Ordering::Relaxed);
+        if pages >= mine {
+            self.unread.pages.fetch_add(pages - mine, Ordering::Relaxed);
+        } else {
+            self.unread.pages.fetch_sub(mine - pages, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Drop for Readahead {
+    /// The handle's unread readahead is no longer counted.
+    fn drop(&mut self) {
+        self.count_unread(0);
+    }
+}
+
+/// The share of the capacity the cache's streams may hold read ahead and
+/// not yet read, all together: a quarter.
+const UNREAD_SHARE: u64 = 4;
+
+/// The smallest window the cap leaves a stream (128 KiB, the kernel's
+/// default `ra_pages`): a stream over the cap still reads in windows.
+pub(crate) const UNREAD_FLOOR: u64 = 32;
+
+/// A cache's unread readahead: the pages of asynchronous windows issued
+/// and not yet reached by their streams, summed over the cache's handles
+/// (each handle's share counted when it issues a window, as the window's
+/// end less where its stream is; dropped when its stream starts over or it
+/// closes), and the most it may be: [`UNREAD_SHARE`] of the capacity.
+/// Streamed folios not yet read are the ones reclaim will not take first
+/// (`vmscan.rs`, `next_folio`): with several streams each holding its
+/// windows, they could fill the cache, and reclaim would then take the
+/// hot set. The kernel bounds readahead per file only (`ra_pages`).
+#[derive(Debug)]
+pub(crate) struct UnreadCap {
+    /// (A statistic's atomic, even under loom: it sizes windows and orders
+    /// nothing.)
+    pages: StatU64,
+    cap: u64,
+}
+
+impl UnreadCap {
+    /// The cap of a cache of `capacity_pages`.
+    pub(crate) fn new(capacity_pages: u64) -> UnreadCap {
+        UnreadCap {
+            pages: StatU64::new(0),
+            cap: capacity_pages / UNREAD_SHARE,
         }
     }
 }
@@ -452,6 +545,50 @@ impl Readahead {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Streams share the cache's cap on unread readahead: a window that
+    /// would take the total past it shrinks (never below the floor), a
+    /// handle's share is replaced by its next window's, and goes when its
+    /// stream starts over or the handle closes.
+    #[test]
+    fn unread_readahead_is_capped_over_the_cache() {
+        // A cache of 4,096 pages: 1,024 unread at most.
+        let cap = Arc::new(UnreadCap::new(4096));
+        let cfg = ReadaheadConfig::new(512, 512);
+        let window = |ra: &Readahead, index: u64, start: u64, size: u64| {
+            let mut st = ra.state.lock();
+            st.win = Window {
+                start,
+                size,
+                async_size: size,
+            };
+            ra.cap_unread(&mut st, index)
+        };
+        let unread = || cap.pages.load(Ordering::Relaxed);
+        let a = Readahead::new(cfg, cap.clone());
+        let b = Readahead::new(cfg, cap.clone());
+        // A stream at 0 issuing [256, 768): 768 unread, within the cap.
+        assert_eq!(window(&a, 0, 256, 512).size, 512);
+        assert_eq!(unread(), 768);
+        // Another stream's window of 512 gets what is left: 256.
+        let w = window(&b, 1000, 1000, 512);
+        assert_eq!((w.size, w.async_size), (256, 256));
+        assert_eq!(unread(), 1024);
+        // Over the cap, a third stream's window keeps the floor.
+        let c = Readahead::new(cfg, cap.clone());
+        assert_eq!(window(&c, 5000, 5000, 512).size, UNREAD_FLOOR);
+        assert_eq!(unread(), 1024 + UNREAD_FLOOR);
+        // The first stream reached its marker: its share is its new
+        // window's, and the cap counts the others'.
+        assert_eq!(window(&a, 768, 768, 512).size, 512);
+        assert_eq!(unread(), 512 + 256 + UNREAD_FLOOR);
+        // Starting over, and closing, give the shares back.
+        a.count_unread(0);
+        assert_eq!(unread(), 256 + UNREAD_FLOOR);
+        drop(b);
+        drop(c);
+        assert_eq!(unread(), 0);
+    }
 
     #[test]
     fn initial_windows_match_the_reference_table() {

@@ -244,10 +244,11 @@ pub fn plan(args: &BenchArgs) -> Result<Plan, String> {
             .iter()
             .flat_map(Scenario::specs)
             .any(|j| j.hot.is_some())
+        && !scenarios.iter().any(|s| s.name == "scans")
     {
         return Err(
-            "--hot-rate paces the uncached scenario's hot reader: add --scenario uncached (or \
-             --seeds)"
+            "--hot-rate paces the uncached or scans scenario's hot reader: add --scenario \
+             uncached or scans (or --seeds)"
                 .into(),
         );
     }

@@ -95,6 +95,10 @@ pub struct ScansBench {
     pub capacity: u64,
     /// The solo phase's length.
     pub solo: Duration,
+    /// The fixed rate, reads per second (`--hot-rate`); `None`: the
+    /// slowest back to back solo rate of the first round over
+    /// `PACE_SHARE`.
+    pub rate: Option<u64>,
 }
 
 /// The scenario. C is `--capacity`, or [`CAPACITY`].
@@ -132,6 +136,7 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
         programs: Some(Program::Scans(ScansBench {
             capacity,
             solo: SOLO.get(quick),
+            rate: args.hot_rate.filter(|&r| r > 0),
         })),
     })
 }
@@ -618,9 +623,12 @@ pub fn run(
             tell(notes, say, line);
             back.push(m);
         }
-        // One rate for every contender and round: the slowest solo of
-        // the first round's, over PACE_SHARE.
+        // One rate for every contender and round: `--hot-rate`, or the
+        // slowest solo of the first round's, over PACE_SHARE.
         let r = *rate.get_or_insert_with(|| {
+            if let Some(r) = a.rate {
+                return r as f64;
+            }
             let slowest = back
                 .iter()
                 .map(|m| m.solo.reads_per_s())

@@ -142,7 +142,7 @@ fn bad_arguments_exit_2_with_the_usage_line() {
             512.0KiB is too small: at least 1MiB"),
         ("bench --hot-rate fast", "invalid digit"),
         ("bench --scenario seqread --hot-rate 10", "--hot-rate paces the uncached \
-            scenario's hot reader"),
+            or scans scenario's hot reader"),
         ("bench --engine nope", "unknown engine `nope`"),
         ("bench --engine foliocache[insert=sometimes]", "bad option `insert=sometimes`"),
         ("bench --engine foliocache[ra=1000]", "ra=1000: a window is whole 4k pages"),

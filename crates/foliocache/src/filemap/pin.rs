@@ -35,10 +35,10 @@
 //!   go before its pins (the borrow checker refuses it).
 //!
 //! With no free folio for the copy (after a reclaim pass), a write waits
-//! as an allocation does ([`ALLOC_WAIT`](crate::cache::ALLOC_WAIT), ten times that
-//! while dirty data is being written back), with no folio locked, for
-//! memory or for the pins to go, trying again at each step; then it fails
-//! with `OutOfMemory`, the folio unchanged. Short pins (a mount's read
+//! as an allocation does ([`AllocWait`](crate::mm::AllocWait): while the
+//! cache frees or writes back something at least once a window), with no
+//! folio locked, for memory or for the pins to go, trying again at each
+//! step; then it fails with `OutOfMemory`, the folio unchanged. Short pins (a mount's read
 //! reply pins its folio until the reply is written, and the woken reader
 //! may write the page before that) so never fail a write; a pin held
 //! longer than the wait does, as a cache full of them fails allocations.

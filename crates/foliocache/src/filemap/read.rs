@@ -747,6 +747,9 @@ impl Mapping {
                 let mut cur = ra.state.lock();
                 cur.win = win;
                 cur.order = order;
+                // A stream starting over: what it had read ahead is
+                // reached or gone.
+                ra.count_unread(0);
                 slots
             }
         };
@@ -827,10 +830,16 @@ impl Mapping {
         let req = last.saturating_sub(index) + 1;
         let (slots, insert) = {
             let mut st = ra.state.lock();
-            let Some((win, mut order)) =
+            let Some((_, mut order)) =
                 st.on_marker(index, pages, req, |from, max| self.next_miss(from, max))
             else {
                 return;
+            };
+            // Within the cache's cap on unread readahead.
+            let win = if dropbehind {
+                st.win
+            } else {
+                ra.cap_unread(&mut st, index)
             };
             let mut slots = plan(&win, &mut order, max_order, last_page);
             st.order = order;

@@ -87,10 +87,12 @@ mod write {
     mod size;
     /// Dirty data and its writeback: the counts, the dirty limit and
     /// throttling, the flusher (`dirty`); what a throttled writer waits
-    /// for (`throttle`); writeback on the pool and through io_uring.
+    /// for (`throttle`); writeback on the pool and through io_uring; a
+    /// writer that needs memory waits for writeback (`reclaim`).
     mod writeback {
         mod dirty;
         mod pool;
+        mod reclaim;
         mod throttle;
         mod uring;
     }
