@@ -488,8 +488,23 @@ impl Readahead {
         *w
     }
 
+    /// A read of this handle reached the file's end: what it had read
+    /// ahead is reached, and its part of the cap goes. (A stream read to
+    /// its end by a handle kept open would otherwise hold it until the
+    /// handle's next window or its close, shrinking every other stream's
+    /// windows meanwhile.) A load of the handle's own counter when it has
+    /// none.
+    #[inline]
+    pub(crate) fn reached_end(&self) {
+        if self.mine.load(Ordering::Relaxed) != 0 {
+            self.count_unread(0);
+        }
+    }
+
     /// This handle's unread readahead is now `pages` (0: none, its stream
-    /// started over or it closes).
+    /// started over, reached the file's end, or it closes). A swap and the
+    /// difference added to the cache's: exact whichever thread of the
+    /// handle calls it, locked or not.
     pub(crate) fn count_unread(&self, pages: u64) {
         let mine = self.mine.swap(pages, Ordering::Relaxed);
         if pages >= mine {
@@ -518,8 +533,8 @@ pub(crate) const UNREAD_FLOOR: u64 = 32;
 /// A cache's unread readahead: the pages of asynchronous windows issued
 /// and not yet reached by their streams, summed over the cache's handles
 /// (each handle's share counted when it issues a window, as the window's
-/// end less where its stream is; dropped when its stream starts over or it
-/// closes), and the most it may be: [`UNREAD_SHARE`] of the capacity.
+/// end less where its stream is; dropped when its stream starts over,
+/// reaches the file's end, or it closes), and the most it may be: [`UNREAD_SHARE`] of the capacity.
 /// Streamed folios not yet read are the ones reclaim will not take first
 /// (`vmscan.rs`, `next_folio`): with several streams each holding its
 /// windows, they could fill the cache, and reclaim would then take the

@@ -97,10 +97,13 @@ impl Mapping {
                         .stats
                         .read_done((n as u64, covered(offset, end)), file);
                 }
+                if end == size {
+                    ra.reached_end();
+                }
                 return Ok(n);
             }
         }
-        self.read_batches(
+        let read = self.read_batches(
             ra,
             buf,
             offset,
@@ -109,7 +112,11 @@ impl Mapping {
             (absent, sequential),
             size,
             end,
-        )
+        );
+        if end == size {
+            ra.reached_end();
+        }
+        read
     }
 
     /// The read path past the hit ([`read`](Self::read)'s): a memory

@@ -150,3 +150,59 @@ fn a_streamed_page_that_refaults_within_its_distance_comes_back_active() {
     );
     cache.check_lru().unwrap();
 }
+
+/// Reads `f` in order from 0 up to page `to` with 64 KiB reads; the
+/// largest readahead window it had.
+fn stream_to(f: &File, to: u64) -> u64 {
+    let mut buf = vec![0u8; BS as usize];
+    let mut most = 0;
+    for i in 0..to * PAGE / BS {
+        f.read_at(&mut buf, i * BS).unwrap();
+        most = most.max(f.readahead_window().size);
+    }
+    most
+}
+
+/// Streams share a cap on what they hold read ahead and not yet read (a
+/// quarter of the cache, `readahead.rs`'s `UnreadCap`): with four streams
+/// part way through their files, a fifth stream's windows shrink; with the
+/// same four read to their ends and their handles kept open, they hold
+/// none of it, and the fifth's windows are whole.
+#[test]
+fn a_stream_read_to_its_end_gives_its_share_of_the_unread_cap_back() {
+    // 32 MiB, windows up to 2 MiB: the cap is 2,048 pages, each file's
+    // windows up to 1,024.
+    let cache = TestCache::bytes(32 << 20)
+        .max_folio(2 << 20)
+        .readahead(foliocache::ReadaheadConfig::new(512, 512))
+        .build();
+    let pages = 2048;
+    // The largest window of a stream over the first half of a new file.
+    let fifth = || stream_to(&sparse(&cache, pages), pages / 2);
+    let streams = |to: u64| -> Vec<File> {
+        (0..4)
+            .map(|_| {
+                let f = sparse(&cache, pages);
+                stream_to(&f, to);
+                f
+            })
+            .collect()
+    };
+    let alone = fifth();
+    assert_eq!(alone, 512, "a stream alone grows its windows to the most");
+    let halfway = streams(pages / 2);
+    let beside = fifth();
+    assert!(
+        beside < alone,
+        "four streams part way through hold the cap: {beside} pages"
+    );
+    drop(halfway);
+    let done = streams(pages);
+    assert_eq!(
+        fifth(),
+        alone,
+        "four streams read to their ends, their handles open, hold none"
+    );
+    drop(done);
+    cache.check_lru().unwrap();
+}
