@@ -22,11 +22,11 @@ impl Arena {
     /// for its whole range (`madvise_populate` faults it in under one
     /// hold), and every `mmap` and `munmap` of the process waits for it:
     /// a thread started meanwhile (its stack is an `mmap`), a large
-    /// `malloc`. On a host where first touch is slow, 8 MiB in one call
-    /// held them for 40-70 ms (docs/measurements/2026-11-30-object-mount-
-    /// cold-2.md: a cold object mount's first GET waited for its thread);
-    /// one chunk a call lets them in between chunks. Returns the calls
-    /// made.
+    /// `malloc`. Where first touch is slow, a run of several chunks in one
+    /// call holds them for as long as all its chunks take to fault (a cold
+    /// object mount's first GET waited so for the thread it started: the
+    /// object store's docs, "Cold reads"); one chunk a call lets them in
+    /// between chunks. Returns the calls made.
     pub(super) fn populate_each(&self, chunks: &mut [u32]) -> usize {
         chunks.sort_unstable();
         for &c in chunks.iter() {

@@ -54,7 +54,7 @@ pub const DATAFUSION_CLIENT: Client = Client {
     job: DATAFUSION,
     what: "DataFusion 55's client",
     binary: "foliocache-datafusion-client",
-    build_cost: "more than an hour from scratch on a loaded 2-vCPU host, seconds once built",
+    build_cost: "the longest of the clients from scratch, its cost measured in docs/measurements/2026-11-30-objectstore-datafusion.md; seconds once built",
     dist: "DataFusion SQL: WHERE and GROUP BY over Parquet",
     engine: super::FOLIO,
 };
@@ -64,7 +64,7 @@ pub const SLATEDB_CLIENT: Client = Client {
     job: SLATEDB,
     what: "SlateDB 0.18's client",
     binary: "foliocache-slatedb-client",
-    build_cost: "16 minutes from scratch on a loaded 2-vCPU host, seconds once built",
+    build_cost: "minutes from scratch, its cost measured in docs/measurements/2026-11-30-objectstore-slatedb.md; seconds once built",
     dist: "SlateDB: random gets and a scan",
     engine: super::FOLIO_DISK,
 };
