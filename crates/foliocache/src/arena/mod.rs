@@ -524,7 +524,7 @@ impl Arena {
         let kick = buddy.wants_ahead(chunks_free);
         drop(buddy);
         if let (true, Some(p)) = (fresh, page) {
-            self.populate_chunks(p >> MAX_ORDER, 1);
+            self.populate_chunk(p >> MAX_ORDER);
         }
         if kick {
             self.kick_ahead();

@@ -30,7 +30,7 @@ impl Arena {
     pub(super) fn populate_each(&self, chunks: &mut [u32]) -> usize {
         chunks.sort_unstable();
         for &c in chunks.iter() {
-            self.populate_chunks(c, 1);
+            self.populate_chunk(c);
         }
         chunks.len()
     }
@@ -96,20 +96,20 @@ impl Arena {
         todo.len()
     }
 
-    /// Faults `count` chunks from `first` in (`MADV_POPULATE_WRITE`, the
+    /// Faults chunk `chunk` in (`MADV_POPULATE_WRITE`, the
     /// kernel's `madvise_populate`), as writes would, without changing
-    /// their contents: other blocks of these chunks may be in use by other
+    /// its contents: other blocks of the chunk may be in use by other
     /// threads, which is harmless. A failure (an old kernel without the
     /// advice, or no memory now) is only logged: the pages are then
     /// faulted in when first written.
-    pub(super) fn populate_chunks(&self, first: u32, count: u32) {
+    pub(super) fn populate_chunk(&self, chunk: u32) {
         if cfg!(any(loom, miri)) {
             // Neither models the kernel's page tables; the memory is
             // touched by its users.
             return;
         }
-        let start = first as usize * MAX_BLOCK_BYTES;
-        let len = (count as usize * MAX_BLOCK_BYTES).min(self.region.len - start);
+        let start = chunk as usize * MAX_BLOCK_BYTES;
+        let len = MAX_BLOCK_BYTES.min(self.region.len - start);
         if self.collapse.load(Ordering::Relaxed) != 0 {
             if !super::collapse::populate_huge(&self.region, &self.huge_bytes, start, len) {
                 self.collapse.store(0, Ordering::Relaxed);
