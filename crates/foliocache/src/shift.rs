@@ -31,6 +31,10 @@
 //! `invalidate_lock`), so it is the new data, cut at the new size. A reader
 //! that slept on a dropped folio's lock finds it out of the mapping and
 //! looks again (`filemap_get_pages`'s retry of a folio truncated under it).
+//! A read that gathered its folios while a shift began looks again too
+//! (the mapping counts shifts): across a collapse and then an insert, a
+//! folio it holds may have been filled while the file was shorter (zeros
+//! past that end) and the size it sees be the longer one again.
 //! A memory file holds its only copy of its data in its folios and refuses
 //! both calls (`EOPNOTSUPP`, as tmpfs does).
 
@@ -110,6 +114,9 @@ fn shift_range(m: &Mapping, shift: Shift, offset: u64, len: u64) -> io::Result<(
     m.writeback(offset / PAGE, u64::MAX)?;
     let inv = InvalidateLocked::new(m);
     let _wb = m.wb.lock();
+    // Counted before any folio goes: a read holding folios from before
+    // this sees it and looks again (`Mapping::read`).
+    m.shift_begins();
     // Written back, the backing holds the file as the cache sees it, to
     // its size (a write's last block cuts the backing back to the size
     // at writeback; `set_len` sets both at once). Made sure of, since

@@ -366,6 +366,14 @@ pub(crate) struct Inode {
     /// data needs), and by `set_len`.
     #[allow(clippy::disallowed_types)]
     size: StdAtomicU64,
+    /// Shifts of the file's data begun (`collapse_range`, `insert_range`:
+    /// `shift.rs`), counted before each drops its folios. A folio a read
+    /// holds was filled in some state of the file; only a shift can take
+    /// the size below a place and bring it back with other data there
+    /// (a collapse, then an insert), so a read that saw this change while
+    /// it gathered its folios looks again ([`Mapping::read`]).
+    #[allow(clippy::disallowed_types)]
+    shifts: StdAtomicU64,
     /// The path the file was opened by (`None`: opened from a backing).
     pub(crate) path: Option<PathBuf>,
     /// Writers (shared; exclusive when extending), `set_len` and
@@ -441,6 +449,7 @@ impl Mapping {
                 key: None,
                 path: None,
                 size: StdAtomicU64::new(size),
+                shifts: StdAtomicU64::new(0),
                 lock: crate::sync::RwLock::new(()),
                 handles: StdAtomicU64::new(0),
                 closed_clean: std::sync::atomic::AtomicBool::new(false),
@@ -537,6 +546,20 @@ impl Mapping {
     /// The file's size in bytes now.
     pub fn size(&self) -> u64 {
         self.inode.size.load(Ordering::Acquire)
+    }
+
+    /// How many shifts of the file's data have begun (see `Inode::shifts`).
+    /// Loaded after [`size`](Self::size) by a read that checks its folios:
+    /// a read that sees a shift's new size sees its count.
+    #[inline]
+    pub(crate) fn shifts(&self) -> u64 {
+        self.inode.shifts.load(Ordering::Acquire)
+    }
+
+    /// A shift of the file's data begins (its caller holds `inode_lock`
+    /// and `invalidate_lock` exclusively, and sets the size after this).
+    pub(crate) fn shift_begins(&self) {
+        self.inode.shifts.fetch_add(1, Ordering::AcqRel);
     }
 
     /// The backing (a counted reference: it may be replaced meanwhile).

@@ -372,10 +372,18 @@ impl Mapping {
         }
         // Still this file's: not swapped out for a copy by a writer, nor
         // truncated, between the lookup and the pin (its bytes would be
-        // a moment old; the read path gives the current ones).
+        // a moment old; the read path gives the current ones). And the
+        // file still reaches the range's end (the caller's `n` came from
+        // an earlier size): a folio filled after a truncate or collapse
+        // set a smaller size holds zeros past it, as `Mapping::read`'s
+        // hit checks.
         if f.mapping() != m.id() {
             f.unpin();
             return Err(Busy(true));
+        }
+        if m.size() < offset + n as u64 {
+            f.unpin();
+            return Err(Busy(false));
         }
         if count {
             // Counted as a read's hit is (`Mapping::read`'s hit path): its

@@ -46,6 +46,8 @@ impl Mapping {
         flags: ReadFlags,
         started: bool,
     ) -> io::Result<usize> {
+        // (The shift count before the size: see `read_batches`.)
+        let shifts = self.shifts();
         let size = self.size();
         if offset >= size || buf.is_empty() {
             return Ok(0);
@@ -70,8 +72,9 @@ impl Mapping {
             // folio filled after a truncate or collapse set a smaller size
             // (by a reader that looked before it) holds zeros past that
             // size, and a read that loaded the old one before it must not
-            // serve them. Shrunk meanwhile: the batch path cuts the read.
-            if serves_hit(&f, ff, end) && self.size() >= end {
+            // serve them. Shrunk meanwhile: the batch path cuts the read;
+            // shifted meanwhile, it looks again.
+            if serves_hit(&f, ff, end) && self.size() >= end && self.shifts() == shifts {
                 self.first_read(&f, ff, size);
                 // A read that goes on in the folio where this thread's
                 // previous read ended is not a new access.
@@ -110,8 +113,7 @@ impl Mapping {
             flags,
             started,
             (absent, sequential),
-            size,
-            end,
+            (size, end, shifts),
         );
         if end == size {
             ra.reached_end();
@@ -123,8 +125,9 @@ impl Mapping {
     /// file's holes and folios, or batches of folios from `get_pages`
     /// (readahead, the miss) copied out one after another. `absent`: the
     /// hit found no folio at `offset`; `sequential`: the read continues
-    /// this thread's last one; `size` and `end`: the file's size and the
-    /// read's end as the hit saw them.
+    /// this thread's last one; `size`, `end` and `shifts`: the file's
+    /// size, the read's end and the file's shift count as the hit saw them
+    /// (the count loaded before the size).
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]
     fn read_batches(
@@ -135,8 +138,7 @@ impl Mapping {
         flags: ReadFlags,
         started: bool,
         (mut absent, sequential): (bool, bool),
-        size: u64,
-        end: u64,
+        (size, end, shifts): (u64, u64, u64),
     ) -> io::Result<usize> {
         let uncached = flags.contains(ReadFlags::DONTCACHE);
         let cache = self.inner();
@@ -146,7 +148,7 @@ impl Mapping {
         let mut pos = offset;
         let mut copied = 0usize;
         let mut batch: Vec<FolioRef<'_>> = Vec::with_capacity(BATCH);
-        let (mut size, mut end) = (size, end);
+        let (mut size, mut end, mut shifts) = (size, end, shifts);
         while pos < end {
             let got = self.get_pages(ra, pos / PAGE, end, flags, absent, &mut batch);
             absent = false;
@@ -170,6 +172,21 @@ impl Mapping {
             // past the new end) was filled after the new size was set, and
             // this sees it: those bytes are past the end, not data.
             let now = self.size();
+            // A shift begun meanwhile (loaded after the size: a shift's
+            // new size comes with its count) may have taken the size below
+            // a folio of the batch and given it back with other data there
+            // (a collapse, then an insert, each dropping the folios from
+            // its offset on): the batch may hold zeros filled past the
+            // smaller size, or data from where it no longer is. Looked up
+            // again, with the size now; what was copied stays (each page
+            // before or after a shift, as `shift.rs` promises).
+            if self.shifts() != shifts {
+                batch.clear();
+                shifts = self.shifts();
+                size = self.size();
+                end = offset.saturating_add(buf.len() as u64).min(size);
+                continue;
+            }
             if now < size {
                 size = now;
                 end = end.min(size);
