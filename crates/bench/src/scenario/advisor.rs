@@ -57,6 +57,7 @@ use super::{capacity_at_least, FullQuick, Program, Scenario};
 use crate::args::BenchArgs;
 use crate::units::fmt_size;
 
+mod fio;
 mod shapes;
 mod store;
 
@@ -330,6 +331,7 @@ pub fn run(a: &Advisor, dir: &Path, notes: &mut Vec<String>, say: &dyn Fn(&str))
         }
         Err(why) => dbtrace::skipped("advisor", "db_bench readrand", &why, notes, say)?,
     }
+    fio::rows(a.capacity, dir, &mut gaps, notes, say)?;
     let line = gaps.summary();
     tell(notes, say, line);
     Ok(())

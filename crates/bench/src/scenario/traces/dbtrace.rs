@@ -178,7 +178,7 @@ fn db_args(db: &Path, keys: u64) -> Vec<OsString> {
 }
 
 /// `program` in a directory of `PATH`.
-fn find(program: &str) -> Option<PathBuf> {
+pub(crate) fn find(program: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|d| d.join(program))
