@@ -41,6 +41,15 @@
 //! line), and the disk tier's hit ratios and GETs at 0.5x and 2x against
 //! tiers of those sizes, with the GETs' target (within 10 %).
 //!
+//! The last two rows are fio's ([`fio`]): random 4 KiB reads of a file of
+//! 8 C on two skewed distributions the traces do not use (`zipf:1.1`,
+//! `pareto:0.9`) under `foliocache run --capacity C --metrics PORT`,
+//! the group's curve scraped from the endpoint while fio runs, beside
+//! the hit ratios the same fio job had under `run` at each other size;
+//! each point is checked at every scrape where it was known (a line
+//! each), as a user may read it at any of them. Skipped, with the
+//! reason, where fio is not installed (as the db_bench trace).
+//!
 //! A point the curve does not know yet (`CurvePoint::known`) is shown as
 //! `n/k` and left out of the gaps; the last line counts the points within
 //! 2 points of the measured hit ratio and their mean absolute error.
@@ -100,8 +109,10 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
              cache of each size (over the reads the curve covered: its window). Then a pass \
              over 20,000 small files read once each, and a pool of 8 threads reading random 64 \
              KiB ranges of a file of 2 C; the last workload is the reads of db_bench \
-             readrandom, recorded with strace at each run. A point the curve does not know \
-             yet shows n/k.",
+             readrandom, recorded with strace at each run; then fio's random reads on zipf:1.1 \
+             and pareto:0.9 under foliocache run --metrics, the group's curve scraped during \
+             the run, each point checked at every scrape where it was known. A point the \
+             curve does not know yet shows n/k.",
             fmt_size(capacity)
         ),
         jobs: Vec::new(),

@@ -124,6 +124,8 @@ pub struct Check {
     /// The largest gap, in points of hit ratio, over the scrapes where it
     /// was known.
     pub worst: f64,
+    /// The read (in pages) at the scrape of the largest gap.
+    pub worst_at: u64,
     /// The scrapes where it was known.
     pub scrapes: usize,
     /// At the last scrape: predicted (`None`: not known) and measured.
@@ -148,7 +150,10 @@ pub fn check(curve: &Series, measured: &[Option<&Series>]) -> Vec<Option<Check>>
                 let meas = run.hit_ratio(from, s.returned);
                 if let Some(h) = s.points[i] {
                     c.known_from.get_or_insert(s.returned / page);
-                    c.worst = c.worst.max(100.0 * (h - meas).abs());
+                    let gap = 100.0 * (h - meas).abs();
+                    if gap > c.worst {
+                        (c.worst, c.worst_at) = (gap, s.returned / page);
+                    }
                     c.scrapes += 1;
                 }
                 c.last = Some((s.points[i], meas));
@@ -189,6 +194,11 @@ pub struct Fio {
 }
 
 impl Fio {
+    /// The file's size: 8 C, in whole pages.
+    fn file_bytes(&self) -> u64 {
+        FILE_CAPACITIES * self.capacity / PAGE * PAGE
+    }
+
     /// The file fio reads.
     fn file(&self) -> PathBuf {
         self.dir.join("fio.bin")
@@ -199,9 +209,14 @@ impl Fio {
     pub fn prepare(&self) -> Result<()> {
         std::fs::create_dir_all(&self.dir)?;
         let mut f = std::io::BufWriter::new(std::fs::File::create(self.file())?);
-        let block: Vec<u8> = (0..1u32 << 20).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
-        for _ in 0..FILE_CAPACITIES * self.capacity >> 20 {
-            f.write_all(&block)?;
+        let block: Vec<u8> = (0..1u32 << 20)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+            .collect();
+        let mut left = self.file_bytes();
+        while left > 0 {
+            let n = left.min(block.len() as u64);
+            f.write_all(&block[..n as usize])?;
+            left -= n;
         }
         f.into_inner()?.sync_all()?;
         Ok(())
@@ -225,10 +240,15 @@ impl Fio {
             .arg(addr.to_string())
             .arg("--")
             .arg(&self.fio)
-            .args(["--name=advisor", "--rw=randread", "--bs=4k", "--ioengine=psync"])
+            .args([
+                "--name=advisor",
+                "--rw=randread",
+                "--bs=4k",
+                "--ioengine=psync",
+            ])
             .args(["--norandommap", "--randrepeat=1", "--randseed=85"])
             .arg(format!("--random_distribution={dist}"))
-            .arg(format!("--size={}", FILE_CAPACITIES * self.capacity))
+            .arg(format!("--size={}", self.file_bytes()))
             .arg(format!("--io_size={}", reads * PAGE))
             .arg(format!("--filename={}", self.file().display()))
             .stdout(Stdio::null())
@@ -265,7 +285,8 @@ impl Fio {
 
     /// Removes the file.
     pub fn clean(&self) -> Result<()> {
-        std::fs::remove_dir_all(&self.dir).with_context(|| format!("removing {}", self.dir.display()))
+        std::fs::remove_dir_all(&self.dir)
+            .with_context(|| format!("removing {}", self.dir.display()))
     }
 }
 
@@ -288,7 +309,12 @@ fn others() -> impl Iterator<Item = usize> {
 /// A distribution's table row (the last scrape's points beside the hit
 /// ratios measured over its window; `n/k` where not known) and the line
 /// of its check over every scrape.
-pub fn lines(dist: &str, checks: &[Option<Check>], gaps: &mut super::Gaps) -> (String, String) {
+pub fn lines(
+    dist: &str,
+    curve: &Series,
+    checks: &[Option<Check>],
+    gaps: &mut super::Gaps,
+) -> (String, String) {
     let mut cells = Vec::new();
     let mut worst_last = 0.0f64;
     let mut over = Vec::new();
@@ -312,17 +338,21 @@ pub fn lines(dist: &str, checks: &[Option<Check>], gaps: &mut super::Gaps) -> (S
         }
         over.push(match c.known_from {
             Some(from) => format!(
-                "{r}x worst {:.2} from read {from} ({} scrapes)",
-                c.worst, c.scrapes
+                "{r}x known from read {from}, worst {:.2} at read {} ({} scrapes)",
+                c.worst, c.worst_at, c.scrapes
             ),
             None => format!("{r}x never known"),
         });
     }
+    let last = curve.0.last();
     let row = format!(
-        "{:<18} {}  {:>9.3}",
+        "{:<18} {}  {:>9.3}   (window {} reads at read {}, {} scrapes)",
         format!("fio {dist}"),
         cells.join(" "),
-        worst_last
+        worst_last,
+        last.map_or(0, |s| s.window),
+        last.map_or(0, |s| s.returned / PAGE),
+        curve.0.len()
     );
     let every = checks.iter().flatten().filter(|c| c.known_from.is_some());
     let worst = every.map(|c| c.worst).fold(0.0, f64::max);
@@ -368,7 +398,7 @@ pub fn rows(
             runs[i] = Some(job.run(dist, size)?);
         }
         let measured: Vec<Option<&Series>> = runs.iter().map(Option::as_ref).collect();
-        let (row, line) = lines(dist, &check(&curve, &measured), gaps);
+        let (row, line) = lines(dist, &curve, &check(&curve, &measured), gaps);
         super::tell(notes, say, row);
         super::tell(notes, say, line);
     }
@@ -399,7 +429,13 @@ mod tests {
 
     #[test]
     fn a_scrape_gives_the_groups_bytes_and_only_the_points_present() {
-        let s = parse(&text(8192, 4096, 2, &[("0.5", 0.25), ("1", 0.5), ("4", 0.75)])).unwrap();
+        let s = parse(&text(
+            8192,
+            4096,
+            2,
+            &[("0.5", 0.25), ("1", 0.5), ("4", 0.75)],
+        ))
+        .unwrap();
         assert_eq!((s.returned, s.memory, s.window), (8192, 4096, 2));
         assert_eq!(s.points, [None, Some(0.25), Some(0.5), None, Some(0.75)]);
         // The private cache's figures are not the group's; out of range
@@ -454,7 +490,10 @@ mod tests {
             &reads,
             100,
             &[
-                k([0.0, 0.0, 0.5, 0.0, 0.0], [false, false, true, false, false]),
+                k(
+                    [0.0, 0.0, 0.5, 0.0, 0.0],
+                    [false, false, true, false, false],
+                ),
                 k([0.0, 0.3, 0.5, 0.7, 0.0], [false, true, true, true, false]),
                 k([0.0, 0.3, 0.5, 0.8, 0.0], [false, true, true, true, false]),
             ],
@@ -462,7 +501,10 @@ mod tests {
         let half = series(&[(100, 30), (200, 60), (300, 90)], 0, &[]);
         let twice = series(&[(100, 70), (200, 150), (300, 230)], 0, &[]);
         let four = series(&[(100, 90), (200, 180), (300, 270)], 0, &[]);
-        let checks = check(&curve, &[None, Some(&half), None, Some(&twice), Some(&four)]);
+        let checks = check(
+            &curve,
+            &[None, Some(&half), None, Some(&twice), Some(&four)],
+        );
         assert_eq!(checks[0], None);
         let one = checks[2].clone().unwrap();
         assert_eq!((one.known_from, one.scrapes), (Some(100), 3));
@@ -478,11 +520,16 @@ mod tests {
         assert_eq!(four.last, Some((None, 0.9)));
 
         let mut gaps = crate::scenario::advisor::Gaps::default();
-        let (row, line) = lines("zipf:1.1", &checks, &mut gaps);
+        let (row, line) = lines("zipf:1.1", &curve, &checks, &mut gaps);
         assert!(row.starts_with("fio zipf:1.1"), "{row}");
         assert!(row.contains("n/k/0.900"), "{row}");
         assert!(line.contains("4x never known"), "{line}");
-        assert!(line.contains("2x worst 10.00 from read 200 (2 scrapes)"), "{line}");
+        let two = "2x known from read 200, worst 10.00 at read 200 (2 scrapes)";
+        assert!(line.contains(two), "{line}");
+        assert!(
+            row.ends_with("(window 100 reads at read 300, 3 scrapes)"),
+            "{row}"
+        );
         assert!(line.ends_with("not met)"), "{line}");
         // The last scrape's known points counted (0.5x, 1x, 2x), 4x not.
         assert_eq!((gaps.known.len(), gaps.unknown), (3, 1));
