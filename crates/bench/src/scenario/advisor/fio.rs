@@ -230,6 +230,10 @@ impl Fio {
     /// figures.
     pub fn run(&self, dist: &str, capacity: u64) -> Result<Series> {
         let addr = free_port()?;
+        // To a file, not a pipe: a pipe nobody reads while the run lasts
+        // could fill and stop it.
+        let err_path = self.dir.join("run.err");
+        let err_file = std::fs::File::create(&err_path)?;
         let reads = READ_CAPACITIES * self.capacity / PAGE;
         let mut child = Command::new(&self.foliocache)
             .args(["run", "--no-state", "--capacity"])
@@ -252,7 +256,7 @@ impl Fio {
             .arg(format!("--io_size={}", reads * PAGE))
             .arg(format!("--filename={}", self.file().display()))
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
+            .stderr(err_file)
             .spawn()
             .context("advisor: starting foliocache run -- fio")?;
         let mut series = Series::default();
@@ -267,10 +271,7 @@ impl Fio {
             }
             std::thread::sleep(INTERVAL);
         };
-        let mut err = String::new();
-        if let Some(mut e) = child.stderr.take() {
-            e.read_to_string(&mut err)?;
-        }
+        let err = std::fs::read_to_string(&err_path).unwrap_or_default();
         if !status.success() {
             bail!("advisor: foliocache run -- fio {dist} failed ({status}): {err}");
         }
