@@ -34,6 +34,7 @@ mod read {
     mod pin;
     mod pressure;
     mod security;
+    mod waited;
     mod with;
 }
 
