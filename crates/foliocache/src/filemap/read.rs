@@ -908,10 +908,9 @@ impl Mapping {
         }
     }
 
-    /// Builds a window from its plan and reads it: when `sync`, its first
-    /// run on this thread (the reader waits for it anyway; no hand-off) and
-    /// any others through the IO engine as one submission; else all of it
-    /// through the engine. Returns
+    /// Builds a window from its plan and reads it: on this thread when
+    /// `sync` and the window is one run (the reader waits for it anyway; no
+    /// hand-off), else through the IO engine as one submission. Returns
     /// whether it inserted any folio. An uncached read's windows are
     /// `dropbehind`.
     fn run_window(
@@ -1099,25 +1098,14 @@ impl Mapping {
         if runs.is_empty() {
             return;
         }
-        if !sync {
-            let ra = ra.clone();
-            self.submit_runs(runs, Arc::new(move || ra.shrink_window()));
+        if sync && runs.len() == 1 {
+            let run = runs.pop().expect("one run");
+            if self.read_folios(run).is_err() {
+                ra.shrink_window();
+            }
             return;
         }
-        // The run the reader waits for (the first: a sync window starts at
-        // the request) is read on this thread, after the others are handed
-        // to the IO engine: it goes straight to the device, never behind
-        // the engine's queue of other streams' readahead, and no engine
-        // thread has to run to wake the reader (beside busy streams that
-        // hand-off made a hot reader's miss several times slower:
-        // docs/measurements/2026-11-30-scans-hot-misses.md).
-        let first = runs.remove(0);
-        if !runs.is_empty() {
-            let ra = ra.clone();
-            self.submit_runs(runs, Arc::new(move || ra.shrink_window()));
-        }
-        if self.read_folios(first).is_err() {
-            ra.shrink_window();
-        }
+        let ra = ra.clone();
+        self.submit_runs(runs, Arc::new(move || ra.shrink_window()));
     }
 }

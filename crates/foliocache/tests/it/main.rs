@@ -34,7 +34,6 @@ mod read {
     mod pin;
     mod pressure;
     mod security;
-    mod waited;
     mod with;
 }
 
