@@ -26,10 +26,12 @@ use super::budget::GetBudget;
 use super::through::WriteThrough;
 use crate::CacheHint;
 use crate::disk::{record_key, DiskTier, TierCurve, TierPoint};
-use super::objects::{Key, Object, Objects};
+use super::objects::{Key, Object, Objects, Validity};
 use super::read::{cached, prefetch, read, read_ranges, stream_rest, CHUNK};
 use super::record;
-use super::remote::{into_store_error, same_version, Counters, RecordWrite, RemoteBacking};
+use super::remote::{
+    gone, into_store_error, same_version, unchanged, Counters, RecordWrite, RemoteBacking,
+};
 use super::upload::InvalidatingUpload;
 
 /// Reads that found their version gone (the store answered
@@ -218,7 +220,8 @@ pub struct CachedStoreStats {
     pub remote_heads: u64,
     /// Paths invalidated by writes through the store.
     pub invalidations: u64,
-    /// Reads that found the version they cached replaced or gone, and
+    /// Reads that found the version they cached replaced or gone (their
+    /// own GET's answer, or an earlier GET's, a prefetch's included), and
     /// looked the object up again.
     pub stale_versions: u64,
     /// Objects whose version came from the disk tier's record (a store
@@ -438,9 +441,14 @@ impl<S: ObjectStore> CachedStore<S> {
     }
 
     /// Whether `obj`, tracked, answers a read with `options` without a
-    /// new lookup: not due for revalidation, and the version the caller
-    /// names (`If-Match`), if any, is this one.
+    /// new lookup: no GET found it replaced, not due for revalidation
+    /// (the store said it is current, by a HEAD or by a GET's answer,
+    /// within `revalidate_after`), and the version the caller names
+    /// (`If-Match`), if any, is this one.
     fn is_current(&self, obj: &Object, options: &GetOptions) -> bool {
+        if obj.superseded() {
+            return false;
+        }
         if options.version.is_none() {
             if let Some(after) = self.revalidate_after {
                 if obj.since_validated() >= after {
@@ -498,9 +506,12 @@ impl<S: ObjectStore> CachedStore<S> {
         Counters::add(&self.counters.heads, 1);
         let found = self.inner.get_opts(location, head).await?;
         // Due for revalidation and found unchanged: the same object, its
-        // cached folios kept.
+        // cached folios kept (not one a GET found replaced: it goes, as
+        // the HEAD would have dropped it).
         if let Some(obj) = self.objects.get(&key) {
-            if unchanged(&obj.meta, &found.meta) {
+            if obj.superseded() {
+                Counters::add(&self.counters.stale, 1);
+            } else if unchanged(&obj.meta, &found.meta) {
                 obj.revalidated();
                 return Ok((key, obj));
             }
@@ -524,6 +535,7 @@ impl<S: ObjectStore> CachedStore<S> {
         record: Option<RecordWrite>,
     ) -> Result<Object> {
         let once = Arc::default();
+        let validity = Arc::new(Validity::new());
         let backing = RemoteBacking::new(
             self.inner.clone(),
             location.clone(),
@@ -534,9 +546,10 @@ impl<S: ObjectStore> CachedStore<S> {
             self.budget.clone(),
         )
         .with_record(record)
-        .with_once(Arc::clone(&once));
+        .with_once(Arc::clone(&once))
+        .with_validity(Arc::clone(&validity));
         let file = self.cache.open_backing(backing).map_err(into_store_error)?;
-        Ok(Object::new(meta, attributes, file, once))
+        Ok(Object::new(meta, attributes, file, once, validity))
     }
 
     /// The latest version of `key`'s path as the disk tier's record has
@@ -617,11 +630,7 @@ impl<S: ObjectStore> CachedStore<S> {
 
     /// Whether a read's error says its version is gone: look again.
     fn stale(&self, e: &Error, key: &Key, obj: &Arc<Object>, tries: &mut u32) -> bool {
-        let gone = matches!(
-            e,
-            Error::Precondition { .. } | Error::NotModified { .. } | Error::NotFound { .. }
-        );
-        if !gone || *tries >= MAX_STALE_RETRIES {
+        if !gone(e) || *tries >= MAX_STALE_RETRIES {
             return false;
         }
         *tries += 1;
@@ -726,21 +735,6 @@ impl<S: ObjectStore> CachedStore<S> {
 /// The [`CacheHint`] a request's `extensions` carry (`Normal` if none).
 fn hint_of(extensions: &object_store::Extensions) -> CacheHint {
     extensions.get::<CacheHint>().copied().unwrap_or_default()
-}
-
-/// Whether a HEAD's `found` names the version `tracked` is: the same size
-/// and e_tag and version id, and where the store gives neither, the same
-/// modification time. Stricter than `remote::same_version`, which checks
-/// a GET's answer against a pinned version and lets a field the answer
-/// lacks agree: a revalidation that keeps a version's cached bytes must
-/// know it is the same one.
-fn unchanged(tracked: &ObjectMeta, found: &ObjectMeta) -> bool {
-    tracked.size == found.size
-        && tracked.e_tag == found.e_tag
-        && tracked.version == found.version
-        && (tracked.e_tag.is_some()
-            || tracked.version.is_some()
-            || tracked.last_modified == found.last_modified)
 }
 
 /// The `GetResult` of `range` of `obj`, its bytes in `stream`.

@@ -32,7 +32,7 @@ fn open(file: &TempPath) -> Arc<DiskTier> {
 }
 
 /// Waits until `f` holds (at most 5 s).
-async fn until(what: &str, f: impl Fn() -> bool) {
+pub(crate) async fn until(what: &str, f: impl Fn() -> bool) {
     let t = Instant::now();
     while !f() {
         assert!(t.elapsed() < Duration::from_secs(5), "{what}");
