@@ -39,6 +39,16 @@ async fn read(
     s.get_opts(p, o).await?.bytes().await
 }
 
+/// `r` is the store's `Precondition` (the version named is not the
+/// current one).
+fn expect_precondition(r: object_store::Result<bytes::Bytes>) {
+    assert!(
+        matches!(r, Err(object_store::Error::Precondition { .. })),
+        "{:?}",
+        r.map(|b| b.len())
+    );
+}
+
 /// Writes `bytes` at `p` in `s`'s inner store (a writer that does not go
 /// through the cache); the new version's e_tag.
 async fn put_outside(s: &CachedStore<Counting>, p: &Path, bytes: Vec<u8>) -> String {
@@ -127,11 +137,7 @@ async fn a_get_that_finds_the_version_replaced_drops_it() {
     seen.gate.add_permits(1 << 16);
     until("a prefetch GET failed", || s.stats().remote_get_errors >= 1).await;
     let named = read(&s, &p, first.clone(), Some(&e1), None).await;
-    assert!(
-        matches!(named, Err(object_store::Error::Precondition { .. })),
-        "{:?}",
-        named.map(|b| b.len())
-    );
+    expect_precondition(named);
     let plain = read(&s, &p, first.clone(), None, None).await.unwrap();
     assert_eq!(&plain[..], &new[..16 << 10]);
     assert_eq!(seen.heads(), 2, "{:?}", s.stats());
@@ -162,18 +168,10 @@ async fn a_caller_naming_the_old_version_gets_precondition_once_a_get_sees_the_c
     assert_eq!(&got.unwrap()[..], &old[..64 << 10], "served from memory");
     let gets = seen.gets();
     let far = read(&s, &p, 900 << 10..904 << 10, Some(&e1), None).await;
-    assert!(
-        matches!(far, Err(object_store::Error::Precondition { .. })),
-        "{:?}",
-        far.map(|b| b.len())
-    );
+    expect_precondition(far);
     assert!(seen.gets() > gets, "a GET saw the change");
     let near = read(&s, &p, cached.clone(), Some(&e1), None).await;
-    assert!(
-        matches!(near, Err(object_store::Error::Precondition { .. })),
-        "{:?}",
-        near.map(|b| b.len())
-    );
+    expect_precondition(near);
     let plain = read(&s, &p, cached.clone(), None, None).await.unwrap();
     assert_eq!(&plain[..], &new[..64 << 10]);
 }
