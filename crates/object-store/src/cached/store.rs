@@ -470,7 +470,9 @@ impl<S: ObjectStore> CachedStore<S> {
     /// meanwhile. Concurrent lookups of one key make one HEAD. With
     /// `trust_record` (not on a retry after a stale version), the latest
     /// version of an object not tracked is the disk tier's record of it
-    /// if there is one, its HEAD sent beside the read ([`Self::recorded`]).
+    /// if there is one, its HEAD sent beside the read
+    /// ([`Self::recorded`]); not where a GET found the tracked version
+    /// gone (the record may name that version still).
     async fn lookup(
         &self,
         location: &Path,
@@ -486,14 +488,15 @@ impl<S: ObjectStore> CachedStore<S> {
         // One lookup of a key at a time; those behind it find its result.
         let gate = self.objects.gate(&key);
         let _held = gate.mutex().lock().await;
-        if let Some(obj) = self.objects.get(&key) {
-            if self.is_current(&obj, options) {
-                return Ok((key, obj));
-            }
+        let tracked = self.objects.get(&key);
+        if let Some(obj) = tracked.as_ref().filter(|o| self.is_current(o, options)) {
+            return Ok((key, obj.clone()));
         }
+        // A version a GET found gone: the tier's record may name it still.
+        let superseded = tracked.is_some_and(|o| o.superseded());
         let seq = self.objects.seq();
         let latest = options.version.is_none();
-        if trust_record && latest && self.revalidate_after.is_none() {
+        if trust_record && !superseded && latest && self.revalidate_after.is_none() {
             if let Some(obj) = self.recorded(&key, options, seq).await {
                 return Ok((key, obj));
             }
