@@ -125,9 +125,10 @@ impl<S: ObjectStore> CachedStoreBuilder<S> {
     }
 
     /// Looks a tracked object up again (a HEAD) when a read comes more
-    /// than `after` since the store last confirmed its version, so that
-    /// writes made by others, not through this store, are seen within
-    /// `after`. Default: never (objects change only through this store,
+    /// than `after` since the store last confirmed its version (a HEAD
+    /// that found it, or a GET naming it that it answered: a stream's
+    /// GETs keep it confirmed), so that writes made by others, not
+    /// through this store, are seen within `after`. Default: never (objects change only through this store,
     /// or not at all, as SSTs and table fragments do). Reads of a version
     /// by id are never revalidated: a version does not change. With it
     /// set, a store restarted over a disk tier does not trust the tier's
