@@ -72,7 +72,7 @@ fn spawn_populater(inner: &Arc<CacheInner>, on_start: &ThreadStart) -> io::Resul
 /// while an eighth of the queue fills between two looks, once a second
 /// while nothing is sampled ([`curve_pause`]), so that a hit only queues
 /// its sample. Like the flusher, it holds the cache only
-/// while it works and exits once the cache is gone. (Under Miri, none:
+/// while it works and exits once the cache is gone (the drop wakes it). (Under Miri, none:
 /// a read drains the queue when it is half full, a curve asked for when
 /// asked.)
 #[cfg(not(loom))]
@@ -81,10 +81,12 @@ fn spawn_curve(inner: &Arc<CacheInner>, on_start: &ThreadStart) -> io::Result<()
         return Ok(());
     }
     let weak = Arc::downgrade(inner);
+    let kick = Arc::clone(&inner.curve_kick);
     on_start.spawn("foliocache-curve".into(), move || {
         let mut pause = 1;
         loop {
-            std::thread::sleep(Duration::from_millis(pause));
+            // Woken early only by the cache's drop.
+            kick.wait(Duration::from_millis(pause));
             let Some(inner) = weak.upgrade() else { return };
             pause = curve_pause(pause, inner.stats.drain_curve());
         }

@@ -156,6 +156,10 @@ pub(crate) struct CacheInner {
     /// Runs at the drop: the pressure watcher's wake-up, if it runs.
     #[allow(clippy::type_complexity)]
     on_drop: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
+    /// The curve thread's wake-up (`cache.rs`, `spawn_curve`): it sleeps
+    /// on it between looks at the sample queue, up to a second while
+    /// idle, and the drop wakes it to exit.
+    pub(crate) curve_kick: Arc<crate::kick::Kick>,
 }
 
 /// The cache's IO engine and the settings its reads follow.
@@ -215,7 +219,7 @@ struct Files {
 
 impl Drop for CacheInner {
     /// Wakes the background threads that hold the cache weakly (the
-    /// flusher, the populater, the pressure watcher): they find it gone
+    /// flusher, the populater, the curve's, the pressure watcher): they find it gone
     /// and exit now, so a dropped cache leaves none of its threads behind
     /// for their next timeout. (The writeback pool's workers are joined by
     /// its own drop.) Not joined: the last reference may be the one a
@@ -224,6 +228,7 @@ impl Drop for CacheInner {
     fn drop(&mut self) {
         self.bdi.kick_surely();
         self.mem.arena.release_ahead();
+        self.curve_kick.kick_surely();
         if let Some(stop) = self.on_drop.get() {
             stop();
         }
@@ -250,6 +255,7 @@ impl CacheInner {
             lruvec: LruVec::new(refault_detection),
             files: Files::default(),
             on_drop: std::sync::OnceLock::new(),
+            curve_kick: Arc::default(),
         }
     }
 

@@ -30,9 +30,11 @@
 //! - **Coherence**: writes through the store (put, multipart completion,
 //!   delete, copy, rename) invalidate what they touch; a read whose pinned
 //!   GET finds the version gone (`Precondition`, `NotFound`) looks the
-//!   object up again and reads the new version. Objects changed by others
-//!   are seen after [`CachedStoreBuilder::revalidate_after`], or at once
-//!   through [`CachedStore::invalidate`]. Errors of the inner store pass
+//!   object up again and reads the new version (a GET of a prefetch
+//!   that finds it gone marks it for the next read). Objects changed by
+//!   others are seen after [`CachedStoreBuilder::revalidate_after`] (a
+//!   GET answered by the cached version counts as a HEAD that found it
+//!   unchanged), or at once through [`CachedStore::invalidate`]. Errors of the inner store pass
 //!   through and are never cached. Listing passes through. After a
 //!   restart over a disk tier, an object's first read is served from the
 //!   version the tier recorded, its HEAD sent beside the read (a version

@@ -149,6 +149,7 @@ impl Mapping {
         let mut copied = 0usize;
         let mut batch: Vec<FolioRef<'_>> = Vec::with_capacity(BATCH);
         let (mut size, mut end, mut shifts) = (size, end, shifts);
+        let want = offset.saturating_add(buf.len() as u64);
         while pos < end {
             let got = self.get_pages(ra, pos / PAGE, end, flags, absent, &mut batch);
             absent = false;
@@ -164,36 +165,13 @@ impl Mapping {
             if !started {
                 self.observe_batch(&batch, pos, end);
             }
-            // The size again, now that the folios are uptodate (the
-            // kernel's filemap_read): a truncate cuts the backing and sets
-            // the size before it drops the folios past it, holding
-            // `invalidate_lock`, which a miss's folio creation takes
-            // shared. So a folio filled from a backing already cut (zeros
-            // past the new end) was filled after the new size was set, and
-            // this sees it: those bytes are past the end, not data.
-            let now = self.size();
-            // A shift begun meanwhile (loaded after the size: a shift's
-            // new size comes with its count) may have taken the size below
-            // a folio of the batch and given it back with other data there
-            // (a collapse, then an insert, each dropping the folios from
-            // its offset on): the batch may hold zeros filled past the
-            // smaller size, or data from where it no longer is. Looked up
-            // again, with the size now; what was copied stays (each page
-            // before or after a shift, as `shift.rs` promises).
-            if self.shifts() != shifts {
+            if !self.size_again(&mut size, &mut end, &mut shifts, want) {
                 batch.clear();
-                shifts = self.shifts();
-                size = self.size();
-                end = offset.saturating_add(buf.len() as u64).min(size);
                 continue;
             }
-            if now < size {
-                size = now;
-                end = end.min(size);
-                if pos >= end {
-                    batch.clear();
-                    break;
-                }
+            if pos >= end {
+                batch.clear();
+                break;
             }
             for f in batch.drain(..) {
                 if pos >= end {
@@ -243,6 +221,38 @@ impl Mapping {
         let read = (copied as u64, covered(offset, offset + copied as u64));
         cache.stats.read_done(read, self.curve_counts());
         Ok(copied)
+    }
+
+    /// The size again, once a batch's folios are uptodate (the kernel's
+    /// `filemap_read`), for a read that wants bytes up to `want` and saw
+    /// the file's size, its end and its shift count as `size`, `end` and
+    /// `shifts`. A truncate cuts the backing and sets the size before it
+    /// drops the folios past it, holding `invalidate_lock`, which a miss's
+    /// folio creation takes shared: a folio filled from a backing already
+    /// cut (zeros past the new end) was filled after the new size was set,
+    /// and this sees it, and cuts `end`. A shift begun meanwhile (its count
+    /// loaded after the size: a shift's new size comes with its count) may
+    /// have taken the size below a folio of the batch and given it back
+    /// with other data there (a collapse, then an insert, each dropping the
+    /// folios from its offset on): the batch may hold zeros filled past the
+    /// smaller size, or data from where it no longer is. Then `false`: the
+    /// caller looks its batch up again, with the count, size and end now
+    /// (what it copied stays: each page before or after a shift, as
+    /// `shift.rs` promises).
+    #[inline]
+    fn size_again(&self, size: &mut u64, end: &mut u64, shifts: &mut u64, want: u64) -> bool {
+        let now = self.size();
+        if self.shifts() != *shifts {
+            *shifts = self.shifts();
+            *size = self.size();
+            *end = want.min(*size);
+            return false;
+        }
+        if now < *size {
+            *size = now;
+            *end = (*end).min(now);
+        }
+        true
     }
 
     /// The first read of folio `f`, filled from the backing

@@ -127,10 +127,10 @@ pub(crate) struct Object {
     pub(crate) attributes: Attributes,
     /// Its mapping in the cache, over a [`RemoteBacking`](super::remote::RemoteBacking).
     pub(crate) file: File,
-    /// When the store last said this is the current version: nanoseconds
-    /// after [`epoch`] (a revalidation that finds the same version moves
-    /// it, keeping the object and its cached folios).
-    validated: AtomicU64,
+    /// When the store last said this is the current version, and whether
+    /// a GET found it replaced: shared with its backing, whose GETs say
+    /// both ([`Validity`]).
+    validity: Arc<Validity>,
     /// Read since the clock hand last passed it.
     referenced: AtomicBool,
     /// The readahead window last set on `file`, in pages (0: none;
@@ -150,6 +150,48 @@ pub(crate) struct Object {
     /// started).
     prefetched: AtomicU64,
     depth: AtomicU64,
+}
+
+/// What the store last said of an object's version, shared by the
+/// object and its backing: a HEAD that finds the version unchanged
+/// ([`Objects`]' lookups) and a GET that names it and is answered by it
+/// (super::remote) both say it is current now; a GET that finds it
+/// replaced or gone says it is not, for good.
+///
+/// A GET says so only where its condition tests the object's current
+/// version: `If-Match` (its e_tag) or `If-Unmodified-Since`. A GET by
+/// version id is answered by that version whatever the current one is,
+/// so it confirms nothing (such an object is revalidated by HEADs alone).
+#[derive(Debug)]
+pub(crate) struct Validity {
+    /// When the store last said this is the current version: nanoseconds
+    /// after [`epoch`], as its answer came (a revalidation that finds the
+    /// same version moves it, keeping the object and its cached folios).
+    validated: AtomicU64,
+    /// A GET found the version replaced or gone: the object is never
+    /// current again (a lookup replaces it, as a HEAD that found another
+    /// version would).
+    superseded: AtomicBool,
+}
+
+impl Validity {
+    /// A version the store said is current now.
+    pub(crate) fn new() -> Self {
+        Validity {
+            validated: AtomicU64::new(since_epoch()),
+            superseded: AtomicBool::new(false),
+        }
+    }
+
+    /// The store said again that this is the current version.
+    pub(crate) fn confirm(&self) {
+        self.validated.fetch_max(since_epoch(), Ordering::Relaxed);
+    }
+
+    /// The store said this version is no longer the current one.
+    pub(crate) fn supersede(&self) {
+        self.superseded.store(true, Ordering::Relaxed);
+    }
 }
 
 /// A read marked read-once under way ([`Object::read_once`]): ends when
@@ -175,19 +217,21 @@ const CACHE_DEFAULT: u64 = u64::MAX;
 const STREAM_RUN: u32 = 2;
 
 impl Object {
-    /// The version `meta` (with its `attributes`) cached in `file`,
-    /// validated now; `once` counts its read-once reads for its backing.
+    /// The version `meta` (with its `attributes`) cached in `file`;
+    /// `once` counts its read-once reads for its backing, `validity` is
+    /// what the store last said of it (shared with the backing).
     pub(crate) fn new(
         meta: ObjectMeta,
         attributes: Attributes,
         file: File,
         once: Arc<AtomicU32>,
+        validity: Arc<Validity>,
     ) -> Self {
         Object {
             meta,
             attributes,
             file,
-            validated: AtomicU64::new(since_epoch()),
+            validity,
             referenced: AtomicBool::new(false),
             stream_pages: AtomicU64::new(CACHE_DEFAULT),
             last_end: AtomicU64::new(u64::MAX),
@@ -210,12 +254,18 @@ impl Object {
 
     /// How long ago the store last said this is the current version.
     pub(crate) fn since_validated(&self) -> Duration {
-        Duration::from_nanos(since_epoch().saturating_sub(self.validated.load(Ordering::Relaxed)))
+        let at = self.validity.validated.load(Ordering::Relaxed);
+        Duration::from_nanos(since_epoch().saturating_sub(at))
     }
 
     /// The store said again that this is the current version.
     pub(crate) fn revalidated(&self) {
-        self.validated.fetch_max(since_epoch(), Ordering::Relaxed);
+        self.validity.confirm();
+    }
+
+    /// Whether a GET found this version replaced or gone ([`Validity`]).
+    pub(crate) fn superseded(&self) -> bool {
+        self.validity.superseded.load(Ordering::Relaxed)
     }
 
     /// Notes a read of `range` (a hit or a miss): whether it is a

@@ -50,6 +50,7 @@ use parking_lot::Mutex;
 use tokio::runtime::Handle;
 
 use super::budget::{GetBudget, Taken};
+use super::objects::Validity;
 use crate::disk::{chunk_key, DiskTier, Found, Point, Request, CHUNK};
 use crate::window::{span, Flights, Leader, LinkModel, NearMisses, Pieces, Role};
 
@@ -140,6 +141,9 @@ pub(crate) struct RemoteBacking<S> {
     /// Read-once reads of the object under way (`Object::read_once`):
     /// while there is one, the tier's chunks found are not promoted.
     once: Arc<AtomicU32>,
+    /// What the store last said of this version, shared with its
+    /// `Object`: each GET's answer says it again (super::objects::Validity).
+    validity: Arc<Validity>,
 }
 
 /// What writes a version's record to the tier ([`RemoteBacking::new`]).
@@ -170,7 +174,15 @@ impl<S: ObjectStore> RemoteBacking<S> {
             near: Mutex::default(),
             record: Mutex::new(None),
             once: Arc::default(),
+            validity: Arc::new(Validity::new()),
         }
+    }
+
+    /// The backing, its GETs' answers told to `validity` (shared with
+    /// its `Object`).
+    pub(crate) fn with_validity(mut self, validity: Arc<Validity>) -> Self {
+        self.validity = validity;
+        self
     }
 
     /// The backing, `once` counting the object's read-once reads under
@@ -484,6 +496,11 @@ impl<S: ObjectStore> RemoteBacking<S> {
             let r = self.store.get_opts(&self.path, opts).await?;
             let answered = Instant::now();
             self.check_version(&r.meta)?;
+            if confirms(&self.meta, &r.meta) {
+                // Answered by the current version: as a HEAD that found
+                // it unchanged now.
+                self.validity.confirm();
+            }
             let mut body = r.into_stream();
             while let Some(chunk) = body.next().await {
                 let chunk = chunk?;
@@ -501,8 +518,15 @@ impl<S: ObjectStore> RemoteBacking<S> {
             None => block_on(get),
         };
         Counters::add(&self.counters.get_bytes, got);
-        let (taken, latency, body) =
-            done.inspect_err(|_| Counters::add(&self.counters.get_errors, 1))?;
+        let (taken, latency, body) = done.inspect_err(|e| {
+            Counters::add(&self.counters.get_errors, 1);
+            if gone(e) {
+                // The version pinned is not the store's any more: as a
+                // HEAD that found another would, the object is replaced
+                // at its next read, not served from memory.
+                self.validity.supersede();
+            }
+        })?;
         self.counters.link.record(latency, got, body);
         if got != want {
             Counters::add(&self.counters.get_errors, 1);
@@ -692,6 +716,42 @@ pub(crate) fn same_version(got: &ObjectMeta, pinned: &ObjectMeta) -> bool {
         && agree(&got.version, &pinned.version)
 }
 
+/// Whether a HEAD's `found` names the version `tracked` is: the same size
+/// and e_tag and version id, and where the store gives neither, the same
+/// modification time. Stricter than [`same_version`], which checks a GET's
+/// answer against a pinned version and lets a field the answer lacks
+/// agree: a revalidation that keeps a version's cached bytes must know it
+/// is the same one.
+pub(crate) fn unchanged(tracked: &ObjectMeta, found: &ObjectMeta) -> bool {
+    tracked.size == found.size
+        && tracked.e_tag == found.e_tag
+        && tracked.version == found.version
+        && (tracked.e_tag.is_some()
+            || tracked.version.is_some()
+            || tracked.last_modified == found.last_modified)
+}
+
+/// Whether the answer `got` to a GET pinned to `pinned`
+/// ([`version_conditions`]) says `pinned` is the object's current version,
+/// as a HEAD that found it [`unchanged`] would: only where the GET's
+/// condition tests the current version (`If-Match`,
+/// `If-Unmodified-Since`), never a GET by version id, which that version
+/// answers whatever the current one is.
+pub(crate) fn confirms(pinned: &ObjectMeta, got: &ObjectMeta) -> bool {
+    pinned.version.is_none() && unchanged(pinned, got)
+}
+
+/// Whether a read's error says the version it named is gone (replaced,
+/// or the object deleted).
+pub(crate) fn gone(e: &object_store::Error) -> bool {
+    matches!(
+        e,
+        object_store::Error::Precondition { .. }
+            | object_store::Error::NotModified { .. }
+            | object_store::Error::NotFound { .. }
+    )
+}
+
 /// The conditions that pin a GET to `meta`'s version: its version id where
 /// the store has them, else its e_tag (`If-Match`), else its modification
 /// time (`If-Unmodified-Since`, the weakest: two writes within the store's
@@ -806,5 +866,35 @@ impl<S: ObjectStore> Backing for RemoteBacking<S> {
             "ranged GET",
             format!("{} in {}", self.path, self.store),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(e_tag: Option<&str>, version: Option<&str>, at: u64) -> ObjectMeta {
+        ObjectMeta {
+            location: Path::from("o"),
+            last_modified: (std::time::UNIX_EPOCH + std::time::Duration::from_secs(at)).into(),
+            size: 10,
+            e_tag: e_tag.map(str::to_string),
+            version: version.map(str::to_string),
+        }
+    }
+
+    /// A GET's answer confirms the version it was pinned to only where
+    /// its condition tested the current version: a GET by version id is
+    /// answered by that version even after the object was replaced.
+    #[test]
+    fn only_an_answer_to_a_condition_on_the_current_version_confirms_it() {
+        let tagged = meta(Some("e1"), None, 1);
+        assert!(confirms(&tagged, &meta(Some("e1"), None, 1)));
+        assert!(!confirms(&tagged, &meta(Some("e2"), None, 1)));
+        let dated = meta(None, None, 1);
+        assert!(confirms(&dated, &meta(None, None, 1)));
+        assert!(!confirms(&dated, &meta(None, None, 2)));
+        let versioned = meta(Some("e1"), Some("v1"), 1);
+        assert!(!confirms(&versioned, &meta(Some("e1"), Some("v1"), 1)));
     }
 }

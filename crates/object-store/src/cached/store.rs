@@ -26,10 +26,12 @@ use super::budget::GetBudget;
 use super::through::WriteThrough;
 use crate::CacheHint;
 use crate::disk::{record_key, DiskTier, TierCurve, TierPoint};
-use super::objects::{Key, Object, Objects};
+use super::objects::{Key, Object, Objects, Validity};
 use super::read::{cached, prefetch, read, read_ranges, stream_rest, CHUNK};
 use super::record;
-use super::remote::{into_store_error, same_version, Counters, RecordWrite, RemoteBacking};
+use super::remote::{
+    gone, into_store_error, same_version, unchanged, Counters, RecordWrite, RemoteBacking,
+};
 use super::upload::InvalidatingUpload;
 
 /// Reads that found their version gone (the store answered
@@ -123,9 +125,10 @@ impl<S: ObjectStore> CachedStoreBuilder<S> {
     }
 
     /// Looks a tracked object up again (a HEAD) when a read comes more
-    /// than `after` since the store last confirmed its version, so that
-    /// writes made by others, not through this store, are seen within
-    /// `after`. Default: never (objects change only through this store,
+    /// than `after` since the store last confirmed its version (a HEAD
+    /// that found it, or a GET naming it that it answered: a stream's
+    /// GETs keep it confirmed), so that writes made by others, not
+    /// through this store, are seen within `after`. Default: never (objects change only through this store,
     /// or not at all, as SSTs and table fragments do). Reads of a version
     /// by id are never revalidated: a version does not change. With it
     /// set, a store restarted over a disk tier does not trust the tier's
@@ -218,7 +221,8 @@ pub struct CachedStoreStats {
     pub remote_heads: u64,
     /// Paths invalidated by writes through the store.
     pub invalidations: u64,
-    /// Reads that found the version they cached replaced or gone, and
+    /// Reads that found the version they cached replaced or gone (their
+    /// own GET's answer, or an earlier GET's, a prefetch's included), and
     /// looked the object up again.
     pub stale_versions: u64,
     /// Objects whose version came from the disk tier's record (a store
@@ -438,9 +442,14 @@ impl<S: ObjectStore> CachedStore<S> {
     }
 
     /// Whether `obj`, tracked, answers a read with `options` without a
-    /// new lookup: not due for revalidation, and the version the caller
-    /// names (`If-Match`), if any, is this one.
+    /// new lookup: no GET found it replaced, not due for revalidation
+    /// (the store said it is current, by a HEAD or by a GET's answer,
+    /// within `revalidate_after`), and the version the caller names
+    /// (`If-Match`), if any, is this one.
     fn is_current(&self, obj: &Object, options: &GetOptions) -> bool {
+        if obj.superseded() {
+            return false;
+        }
         if options.version.is_none() {
             if let Some(after) = self.revalidate_after {
                 if obj.since_validated() >= after {
@@ -462,7 +471,9 @@ impl<S: ObjectStore> CachedStore<S> {
     /// meanwhile. Concurrent lookups of one key make one HEAD. With
     /// `trust_record` (not on a retry after a stale version), the latest
     /// version of an object not tracked is the disk tier's record of it
-    /// if there is one, its HEAD sent beside the read ([`Self::recorded`]).
+    /// if there is one, its HEAD sent beside the read
+    /// ([`Self::recorded`]); not where a GET found the tracked version
+    /// gone (the record may name that version still).
     async fn lookup(
         &self,
         location: &Path,
@@ -478,14 +489,15 @@ impl<S: ObjectStore> CachedStore<S> {
         // One lookup of a key at a time; those behind it find its result.
         let gate = self.objects.gate(&key);
         let _held = gate.mutex().lock().await;
-        if let Some(obj) = self.objects.get(&key) {
-            if self.is_current(&obj, options) {
-                return Ok((key, obj));
-            }
+        let tracked = self.objects.get(&key);
+        if let Some(obj) = tracked.as_ref().filter(|o| self.is_current(o, options)) {
+            return Ok((key, obj.clone()));
         }
+        // A version a GET found gone: the tier's record may name it still.
+        let superseded = tracked.is_some_and(|o| o.superseded());
         let seq = self.objects.seq();
         let latest = options.version.is_none();
-        if trust_record && latest && self.revalidate_after.is_none() {
+        if trust_record && !superseded && latest && self.revalidate_after.is_none() {
             if let Some(obj) = self.recorded(&key, options, seq).await {
                 return Ok((key, obj));
             }
@@ -498,9 +510,12 @@ impl<S: ObjectStore> CachedStore<S> {
         Counters::add(&self.counters.heads, 1);
         let found = self.inner.get_opts(location, head).await?;
         // Due for revalidation and found unchanged: the same object, its
-        // cached folios kept.
+        // cached folios kept (not one a GET found replaced: it goes, as
+        // the HEAD would have dropped it).
         if let Some(obj) = self.objects.get(&key) {
-            if unchanged(&obj.meta, &found.meta) {
+            if obj.superseded() {
+                Counters::add(&self.counters.stale, 1);
+            } else if unchanged(&obj.meta, &found.meta) {
                 obj.revalidated();
                 return Ok((key, obj));
             }
@@ -524,6 +539,7 @@ impl<S: ObjectStore> CachedStore<S> {
         record: Option<RecordWrite>,
     ) -> Result<Object> {
         let once = Arc::default();
+        let validity = Arc::new(Validity::new());
         let backing = RemoteBacking::new(
             self.inner.clone(),
             location.clone(),
@@ -534,9 +550,10 @@ impl<S: ObjectStore> CachedStore<S> {
             self.budget.clone(),
         )
         .with_record(record)
-        .with_once(Arc::clone(&once));
+        .with_once(Arc::clone(&once))
+        .with_validity(Arc::clone(&validity));
         let file = self.cache.open_backing(backing).map_err(into_store_error)?;
-        Ok(Object::new(meta, attributes, file, once))
+        Ok(Object::new(meta, attributes, file, once, validity))
     }
 
     /// The latest version of `key`'s path as the disk tier's record has
@@ -617,11 +634,7 @@ impl<S: ObjectStore> CachedStore<S> {
 
     /// Whether a read's error says its version is gone: look again.
     fn stale(&self, e: &Error, key: &Key, obj: &Arc<Object>, tries: &mut u32) -> bool {
-        let gone = matches!(
-            e,
-            Error::Precondition { .. } | Error::NotModified { .. } | Error::NotFound { .. }
-        );
-        if !gone || *tries >= MAX_STALE_RETRIES {
+        if !gone(e) || *tries >= MAX_STALE_RETRIES {
             return false;
         }
         *tries += 1;
@@ -726,21 +739,6 @@ impl<S: ObjectStore> CachedStore<S> {
 /// The [`CacheHint`] a request's `extensions` carry (`Normal` if none).
 fn hint_of(extensions: &object_store::Extensions) -> CacheHint {
     extensions.get::<CacheHint>().copied().unwrap_or_default()
-}
-
-/// Whether a HEAD's `found` names the version `tracked` is: the same size
-/// and e_tag and version id, and where the store gives neither, the same
-/// modification time. Stricter than `remote::same_version`, which checks
-/// a GET's answer against a pinned version and lets a field the answer
-/// lacks agree: a revalidation that keeps a version's cached bytes must
-/// know it is the same one.
-fn unchanged(tracked: &ObjectMeta, found: &ObjectMeta) -> bool {
-    tracked.size == found.size
-        && tracked.e_tag == found.e_tag
-        && tracked.version == found.version
-        && (tracked.e_tag.is_some()
-            || tracked.version.is_some()
-            || tracked.last_modified == found.last_modified)
 }
 
 /// The `GetResult` of `range` of `obj`, its bytes in `stream`.

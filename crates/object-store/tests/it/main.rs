@@ -20,6 +20,7 @@ mod local;
 mod metrics;
 mod prefetch;
 mod restart;
+mod revalidate;
 #[cfg(feature = "e2e-s3")]
 mod s3;
 mod shift;

@@ -12,7 +12,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use foliocache_object_store::disk::SLOT;
-use foliocache_object_store::{CachedStore, CachedStoreBuilder, CachedStoreStats, DiskTier};
+use foliocache_object_store::{
+    CacheHint, CachedStore, CachedStoreBuilder, CachedStoreStats, DiskTier,
+};
 use object_store::path::Path;
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
 use test_support::cache::TestCache;
@@ -32,7 +34,7 @@ fn open(file: &TempPath) -> Arc<DiskTier> {
 }
 
 /// Waits until `f` holds (at most 5 s).
-async fn until(what: &str, f: impl Fn() -> bool) {
+pub(crate) async fn until(what: &str, f: impl Fn() -> bool) {
     let t = Instant::now();
     while !f() {
         assert!(t.elapsed() < Duration::from_secs(5), "{what}");
@@ -233,4 +235,36 @@ async fn a_write_of_another_path_keeps_the_record() {
     }
     let st = read_after_restart(&inner, &file, &p, &d).await;
     assert_eq!(st.recorded_versions, 1);
+}
+
+/// After a restart, a version a GET found gone (a prefetch's, in the
+/// background) is not taken from the tier's record again: the next read
+/// looks the object up (a HEAD) and reads the new version, not the
+/// recorded version's chunks on disk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_a_get_found_gone_is_not_taken_from_the_record_again() {
+    let (file, inner, p, d) = after_first_process("objstore-restart-gone", "t/g", 37).await;
+    let (_tier, s) = restart(&inner, &file);
+    let seen = inner.seen.clone();
+    seen.gated.store(true, Ordering::SeqCst);
+    seen.gate.add_permits(1);
+    let gets = seen.gets();
+    let mut o = GetOptions {
+        range: Some(GetRange::Bounded(0..16 << 10)),
+        ..GetOptions::default()
+    };
+    o.extensions.insert(CacheHint::Sequential);
+    let got = s.get_opts(&p, o).await.unwrap().bytes().await.unwrap();
+    assert_eq!(&got[..], &d[..16 << 10]);
+    until("the prefetch's GETs at the gate", || {
+        seen.gets() >= gets + 2
+    })
+    .await;
+    let new = data(300_000, 38);
+    inner.inner.put(&p, new.clone().into()).await.unwrap();
+    seen.gated.store(false, Ordering::SeqCst);
+    seen.gate.add_permits(1 << 16);
+    until("a prefetch GET failed", || s.stats().remote_get_errors >= 1).await;
+    let got = s.get_range(&p, R).await.unwrap();
+    assert_eq!(&got[..], &new[R.start as usize..R.end as usize]);
 }
