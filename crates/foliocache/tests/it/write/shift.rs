@@ -294,6 +294,17 @@ fn tagged_pages(n: u64) -> Vec<u8> {
         .collect()
 }
 
+/// The distinct tags a page read from the stress file holds, in order.
+fn tags_of(page: &[u8]) -> Vec<u64> {
+    let mut tags: Vec<u64> = page
+        .chunks(8)
+        .map(|w| u64::from_le_bytes(w.try_into().unwrap()))
+        .collect();
+    tags.sort_unstable();
+    tags.dedup();
+    tags
+}
+
 #[test]
 fn a_read_in_flight_when_a_shift_starts_ends_before_the_data_moves() {
     // The last page's read is in flight when the shift starts: its folio
@@ -411,12 +422,7 @@ fn reads_beside_shifts_see_each_page_before_or_after() {
                     let known = round.load(SeqCst) == r0 && r0 != u64::MAX;
                     for (j, page) in buf[..got - got % B as usize].chunks(B as usize).enumerate() {
                         let i = first + j as u64;
-                        let mut tags: Vec<u64> = page
-                            .chunks(8)
-                            .map(|w| u64::from_le_bytes(w.try_into().unwrap()))
-                            .collect();
-                        tags.sort_unstable();
-                        tags.dedup();
+                        let tags = tags_of(page);
                         let moved = !known || (r0 % 2 == 1 && i >= k);
                         let open = !known || (r0 % 2 == 1 && i == k);
                         let ok = match tags[..] {
@@ -497,12 +503,7 @@ fn a_read_across_a_collapse_and_an_insert_never_serves_the_zeros_past_the_shorte
                     let got = f.read_at(&mut buf, at * B).unwrap();
                     for (j, page) in buf[..got - got % B as usize].chunks(B as usize).enumerate() {
                         let i = at + j as u64;
-                        let mut tags: Vec<u64> = page
-                            .chunks(8)
-                            .map(|w| u64::from_le_bytes(w.try_into().unwrap()))
-                            .collect();
-                        tags.sort_unstable();
-                        tags.dedup();
+                        let tags = tags_of(page);
                         let ok = match tags[..] {
                             [t] if i == last => t == i + 1,
                             [t] => t == i + 1 || t == i + 2 || t == 0,
