@@ -339,7 +339,7 @@ pub fn lines(
         }
         over.push(match c.known_from {
             Some(from) => format!(
-                "{r}x known from read {from}, worst {:.2} at read {} ({} scrapes)",
+                "{r}x known from read {from}, worst {:.3} at read {} ({} scrapes)",
                 c.worst, c.worst_at, c.scrapes
             ),
             None => format!("{r}x never known"),
@@ -360,7 +360,7 @@ pub fn lines(
     let verdict = if worst <= 2.0 { "met" } else { "not met" };
     let line = format!(
         "fio {dist}: each point at every scrape where it was known, against the hit ratio \
-         measured at its size over that scrape's window: {}; worst {worst:.2} points (target: \
+         measured at its size over that scrape's window: {}; worst {worst:.3} points (target: \
          within 2: {verdict})",
         over.join(", ")
     );
@@ -525,7 +525,7 @@ mod tests {
         assert!(row.starts_with("fio zipf:1.1"), "{row}");
         assert!(row.contains("n/k/0.900"), "{row}");
         assert!(line.contains("4x never known"), "{line}");
-        let two = "2x known from read 200, worst 10.00 at read 200 (2 scrapes)";
+        let two = "2x known from read 200, worst 10.000 at read 200 (2 scrapes)";
         assert!(line.contains(two), "{line}");
         assert!(
             row.ends_with("(window 100 reads at read 300, 3 scrapes)"),
