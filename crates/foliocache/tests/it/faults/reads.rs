@@ -136,6 +136,7 @@ fn a_failed_read_fails_exactly_the_read_that_needed_the_bytes_over_an_o_direct_f
     assert_eq!(s.folios, 2, "only pages 4 and 6 are cached: {s:?}");
     assert_eq!(s.bytes_cached, 2 * P, "{s:?}");
     drop(f);
+    c.wait_io_idle();
     assert_eq!(c.stats().free_bytes, c.stats().capacity_bytes);
 }
 
@@ -208,6 +209,7 @@ fn a_failed_read_leaves_no_uptodate_folio_and_is_read_again_once_the_fault_clear
         assert_eq!(got, &data[16 * PAGE + 5..16 * PAGE + 105]);
         assert_eq!(b.stats().reads, r0 + 1, "a cached read issues no IO");
         drop(f);
+        c.wait_io_idle();
         assert_eq!(c.stats().free_bytes, c.stats().capacity_bytes);
     }
 }
@@ -438,6 +440,7 @@ fn a_dead_device_fails_every_miss_but_hits_still_work_and_nothing_leaks() {
     assert!(all == *data);
     assert_at_rest(&c);
     drop(f);
+    c.wait_io_idle();
     assert_eq!(c.stats().free_bytes, c.stats().capacity_bytes);
     assert_eq!(c.stats().folios, 0);
 }
@@ -642,5 +645,6 @@ fn readers_of_parts_of_a_folio_being_read_wait_for_it_instead_of_reading_again()
     assert_eq!(s.io_reads, 1, "{s:?}");
     assert_eq!(s.folios, 1, "{s:?}");
     drop(f);
+    c.wait_io_idle();
     assert_eq!(c.stats().free_bytes, c.stats().capacity_bytes);
 }
