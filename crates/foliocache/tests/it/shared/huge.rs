@@ -10,16 +10,26 @@ use test_support::{skip_or_fail, TempPath};
 
 use super::open;
 
-/// Each mapping of a memory file named `name` in this process: its
-/// bytes mapped by 2 MiB entries (`ShmemPmdMapped` in `/proc/self/smaps`).
-fn pmd_mapped(name: &str) -> Vec<u64> {
+/// Each mapping in this process of the cache's memory file (by its inode:
+/// other tests' groups in this process map memory files of the same name):
+/// its bytes mapped by 2 MiB entries (`ShmemPmdMapped` in
+/// `/proc/self/smaps`).
+fn pmd_mapped(cache: &SharedCache) -> Vec<u64> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::MetadataExt;
+    let fd = cache.memory_file().as_raw_fd();
+    let ino = std::fs::metadata(format!("/proc/self/fd/{fd}"))
+        .expect("the memory file")
+        .ino()
+        .to_string();
     let smaps = std::fs::read_to_string("/proc/self/smaps").expect("smaps");
     let mut out = Vec::new();
     let mut ours = false;
     for line in smaps.lines() {
         let first = line.split_whitespace().next().unwrap_or("");
         if first.contains('-') && !first.ends_with(':') {
-            ours = line.contains(&format!("/memfd:{name}"));
+            // address, permissions, offset, device, inode, path
+            ours = line.split_whitespace().nth(4) == Some(ino.as_str());
         } else if ours && first == "ShmemPmdMapped:" {
             let kb: u64 = line
                 .split_whitespace()
@@ -96,7 +106,7 @@ fn the_groups_pages_are_2_mib_pages_in_every_process() {
     // Each mapping maps by 2 MiB entries the pages it read (all 12 MiB)
     // and the segment's metadata (the descriptors and index a hit reads
     // first: one block at this size).
-    let maps = pmd_mapped("foliocache-shared");
+    let maps = pmd_mapped(&cache);
     assert_eq!(
         maps.iter().filter(|&&b| b >= LEN + (2 << 20)).count(),
         2,
