@@ -106,7 +106,8 @@
 //! distances miss the pages the clock's second chance keeps (a hot set
 //! beside a stream of pages read once). Its gains are the cache's misses
 //! times the share of the 1 C simulation's misses the larger one hit, as
-//! the stack's are.
+//! the stack's are. Its hits are aged as a private cache's are, by a clock
+//! in the group's segment ([`Mrc::take_ticked`]; `shared/curve.rs`).
 //!
 //! **The shadows** are exact where they exist: every refault is counted
 //! (on the miss path, under the LRU lock it already holds). Where they ran
@@ -318,6 +319,14 @@ pub(crate) fn touch(stamp: &StatU16, now: u16) -> u16 {
         stamp.store(now, Ordering::Relaxed);
     }
     now.wrapping_sub(last)
+}
+
+/// Sampled reads a tick of the clock that ages hits lasts, for a cache
+/// of `pages` pages sampled at 1 in 2^`shift`: an eighth of the capacity
+/// in reads (`TICK_CAPACITY_SHARE`), at least one. The group's processes
+/// move their clock by it (`shared/curve.rs`), as `Mrc::push` does.
+pub(crate) fn tick_len(pages: u64, shift: u32) -> u64 {
+    ((pages / TICK_CAPACITY_SHARE) >> shift).max(1)
 }
 
 /// The simulations' rate for a capacity of `pages` pages: 1 in 2^the
@@ -681,7 +690,7 @@ impl Mrc {
         st.max_keys = max_keys;
         st.epoch_len = epoch_len;
         self.pages.store(pages, Ordering::Relaxed);
-        st.tick_len = ((pages / TICK_CAPACITY_SHARE) >> shift).max(1);
+        st.tick_len = tick_len(pages, shift);
         self.gate.tick_len.store(st.tick_len, Ordering::Relaxed);
         self.gate.threshold.store(
             if pages == 0 { 0 } else { u64::MAX >> shift },
@@ -736,11 +745,10 @@ impl Mrc {
     /// stack and the counts, and into those of its file if the file's
     /// curve is kept (`file`: [`file_id`]); `exact` gives the cache's own
     /// counts when an epoch ends. The clock moves with the reads counted.
-    /// Skips the read if another thread holds the lock (a read never
-    /// waits here). The group's estimator's way in (`shared/curve.rs`),
-    /// and the tests'; a cache's reads are queued ([`push`](Self::push)).
-    #[cold]
-    #[inline(never)]
+    /// Skips the read if another thread holds the lock. The tests' way
+    /// in; a cache's reads are queued ([`push`](Self::push)), the
+    /// group's ticked ([`take_ticked`](Self::take_ticked)).
+    #[cfg(test)]
     pub(crate) fn sample(
         &self,
         h: u64,
@@ -759,6 +767,23 @@ impl Mrc {
                     .clock
                     .store((count / st.tick_len) as u16, Ordering::Relaxed);
             }
+        }
+    }
+
+    /// Counts sampled reads `(hash, hit, tick)` in order, each at the
+    /// tick its pusher's clock had (the group's ring, `shared/curve.rs`:
+    /// each process ages its hits by a clock in the segment that the
+    /// ring's position moves, as [`push`](Self::push)'s position moves
+    /// this one's), waiting for the estimator's lock (never on a read's
+    /// path). A hash not in the sample is left out.
+    pub(crate) fn take_ticked(
+        &self,
+        reads: impl IntoIterator<Item = (u64, bool, u16)>,
+        exact: impl Fn() -> Exact,
+    ) {
+        let mut st = self.state.lock();
+        for (h, hit, now) in reads {
+            st.take(h, hit, now, &exact, None);
         }
     }
 

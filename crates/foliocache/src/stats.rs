@@ -459,6 +459,14 @@ impl AgeCounts {
         bump(&self.shards[i].0[mrc::age_bin(ticks)], owned, 1);
     }
 
+    /// Counts a hit of age `ticks` in this thread's shard (the group's
+    /// hits: `shared/read.rs`).
+    #[inline]
+    pub(crate) fn add(&self, ticks: u16) {
+        let (i, owned) = shard::current();
+        self.add_at(i, owned, ticks);
+    }
+
     /// Each bin's sum over the shards, wrapping (a snapshot, as
     /// [`ShardedCounter::sum`]'s).
     pub(crate) fn sums(&self) -> [u64; AGE_BINS] {

@@ -26,7 +26,30 @@
 //! A sampled one writes two words in shared memory, never waits, and
 //! takes no lock. The exact counts the curve scales its sample by are the
 //! group's published figures (`figures.rs`: bytes returned and, of them,
-//! read from the files, in pages).
+//! read from the files, in pages; and the hits by age, below).
+//!
+//! **Ages.** Below 1x the simulations say which share of the sample's
+//! hits a smaller clock loses; on a skewed workload which pages the
+//! sample drew (one file draws the same pages every run) moved that share
+//! by up to 21 points (docs/measurements/2026-11-30-advisor-fio.md). A
+//! hit's loss turns on how long ago its page was read, which the group
+//! can count for every hit, as the private cache does (`mrc.rs`, "The
+//! draw of keys is the noise"):
+//!
+//! ```text
+//!   a sampled read:  ... and when head + 1 ends a tick (tick_len sampled
+//!                    reads, an eighth of the capacity): clock = (head + 1) / tick_len
+//!   every read:      age = clock - page's stamp (16 bits); the stamp := clock
+//!                    if it moved (a descriptor's word: one write a tick at most)
+//!   a hit:           its process's bin of age += 1 (sharded), published
+//!                    in its participant with its other figures
+//!   the owner:       simulates ring entry i at tick i / tick_len, and weights
+//!                    each age's lost share by the group's hits of that age
+//! ```
+//!
+//! The clock is alone on its line (`seg.rs`, `CLOCK_OFF`): a hit loads it
+//! and the page's descriptor (which it reads anyway), and writes only its
+//! own shard and, once a tick, the stamp.
 //!
 //! What a member can do to it: any process of the group can write the
 //! ring and the header, as it can write any page. A bad entry is a read
@@ -91,6 +114,13 @@ pub(super) fn threshold(pages: u64) -> u64 {
     u64::MAX >> mrc::rate_shift(pages)
 }
 
+/// Sampled reads a tick of the group's clock lasts, for a cache of
+/// `pages` pages: the estimator's (`mrc::tick_len`), so that a hit's age
+/// and a sampled read's are read by one clock.
+pub(super) fn tick_len(pages: u64) -> u64 {
+    mrc::tick_len(pages, mrc::rate_shift(pages))
+}
+
 impl SharedFile {
     /// Counts a read of the file's page `index` in the group's sample if
     /// its key is drawn: `hit` when its bytes came from memory.
@@ -112,6 +142,15 @@ impl Inner {
         let i = self.seg.ring_head().fetch_add(1, Ordering::Relaxed);
         let v = (h & KEY) | PRESENT | if hit { HIT } else { 0 };
         self.seg.ring_entry(i).store(v, Ordering::Release);
+        let next = i.wrapping_add(1);
+        if next.is_multiple_of(self.tick_len) {
+            // The sampled reads so far, in ticks: every process's hits
+            // are aged by it (`index::age`), as the owner's estimator ages
+            // the ring's entries by their position (`drain`).
+            self.seg
+                .clock()
+                .store(next / self.tick_len, Ordering::Relaxed);
+        }
     }
 
     /// The owner of the group's estimator, if this process is it.
@@ -131,16 +170,14 @@ impl Inner {
         // ring: at most its last `RING_ENTRIES` entries.
         let n = head.wrapping_sub(*tail).min(RING_ENTRIES);
         let start = head.wrapping_sub(n);
-        for k in 0..n {
-            let v = self
-                .seg
-                .ring_entry(start.wrapping_add(k))
-                .swap(0, Ordering::Acquire);
-            if v & PRESENT != 0 {
-                o.mrc
-                    .sample(v & KEY, v & HIT != 0, || group_exact(&self.seg), None);
-            }
-        }
+        let reads = (0..n).filter_map(|k| {
+            let i = start.wrapping_add(k);
+            let v = self.seg.ring_entry(i).swap(0, Ordering::Acquire);
+            // At the tick the group's clock had when it was pushed.
+            let now = (i / self.tick_len) as u16;
+            (v & PRESENT != 0).then_some((v & KEY, v & HIT != 0, now))
+        });
+        o.mrc.take_ticked(reads, || group_exact(&self.seg));
         *tail = head;
         n
     }
@@ -161,17 +198,27 @@ impl Inner {
 }
 
 /// The group's exact counts as published (`figures.rs`): pages of bytes
-/// returned from memory and read from the files. The group's clock has
-/// no shadows and no ages: the curve takes its gains above 1x from the
-/// stack, and the share of hits a smaller cache loses from the
-/// simulations over all ages.
+/// returned from memory and read from the files, and the hits by their
+/// age's bin, by which the curve weights the share of hits of each age
+/// its simulations say a smaller cache loses (`mrc.rs`, "The draw of
+/// keys is the noise"). The group's clock has no shadows: the gains
+/// above 1x are its simulations'.
 fn group_exact(seg: &Seg) -> Exact {
     let (mut read, mut first) = (0u64, 0u64);
+    let mut aged = [0u64; AGE_BINS];
     for part in (0..PARTS).filter_map(|i| seg.part(i)) {
-        read = read.wrapping_add(part.read_bytes.load(Ordering::Relaxed));
+        let bytes = part.read_bytes.load(Ordering::Relaxed);
+        if bytes == 0 {
+            // Never published a read (most of the table).
+            continue;
+        }
+        read = read.wrapping_add(bytes);
         first = first.wrapping_add(part.first_read_bytes.load(Ordering::Relaxed));
+        for (sum, bin) in aged.iter_mut().zip(&part.aged) {
+            *sum = sum.wrapping_add(bin.load(Ordering::Relaxed));
+        }
     }
-    Exact::of_pages(read / PAGE, first / PAGE, [0; 2], [0; AGE_BINS])
+    Exact::of_pages(read / PAGE, first / PAGE, [0; 2], aged)
 }
 
 /// The curve as the header's words: hit ratios, bounds, accesses,
@@ -236,8 +283,8 @@ impl SharedCache {
     /// before the first publication, while the publisher is writing it,
     /// or when the figures there were changed under the reader.
     ///
-    /// Its points below 1x simulate the group's clock; above 1x, an LRU
-    /// stack over the sample (docs/metrics.md, "Whose figure is it").
+    /// Its points simulate the group's clock, below 1x weighted by the
+    /// ages of the group's hits (docs/metrics.md, "The group's curve").
     ///
     /// [`Cache::hit_ratio_curve`]: crate::Cache::hit_ratio_curve
     pub fn hit_ratio_curve(&self) -> Option<HitRatioCurve> {

@@ -5,6 +5,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::{lock, seg, Inner, SharedCache};
+use crate::mrc::AGE_BINS;
 
 /// What a shared cache holds and did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -95,28 +96,36 @@ pub(super) struct Published {
     last: [AtomicU64; COUNTS],
 }
 
-/// The counts a process publishes: hits, misses, bytes read, of them
+/// The figures a process publishes: hits, misses, bytes read, of them
 /// first read from the files, bytes loaded.
-const COUNTS: usize = 5;
+const FIGURES: usize = 5;
+
+/// The counts a process publishes: its [`FIGURES`], then its hits by
+/// their age's bin (the group's curve's: `curve.rs`).
+const COUNTS: usize = FIGURES + AGE_BINS;
 
 /// A participant's published counts, in [`COUNTS`]' order.
 fn part_counts(part: &seg::Part) -> [&AtomicU64; COUNTS] {
-    [
+    let figures = [
         &part.hits,
         &part.misses,
         &part.read_bytes,
         &part.first_read_bytes,
         &part.loaded_bytes,
-    ]
+    ];
+    std::array::from_fn(|k| match k {
+        0..FIGURES => figures[k],
+        _ => &part.aged[k - FIGURES],
+    })
 }
 
 impl Default for Published {
     fn default() -> Published {
         Published {
             holder: AtomicU64::new(u64::MAX),
-            part: Default::default(),
-            own: Default::default(),
-            last: Default::default(),
+            part: std::array::from_fn(|_| AtomicU64::new(0)),
+            own: std::array::from_fn(|_| AtomicU64::new(0)),
+            last: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
 }
@@ -137,13 +146,18 @@ impl Inner {
     /// takes no participant for it; one that counted takes one if it has
     /// none (a forked child whose reads were all hits).
     pub(super) fn publish(&self) {
-        let own = [
+        let figures = [
             self.hits.sum(),
             self.misses.sum(),
             self.read_bytes.sum(),
             self.first_read_bytes.sum(),
             self.loaded_bytes.sum(),
         ];
+        let aged = self.aged.sums();
+        let own: [u64; COUNTS] = std::array::from_fn(|k| match k {
+            0..FIGURES => figures[k],
+            _ => aged[k - FIGURES],
+        });
         let id = match self.me.registered() {
             Some(id) => id,
             None => {
@@ -178,6 +192,10 @@ impl Inner {
             p.holder.store(holder, Ordering::Release);
         }
         for k in 0..COUNTS {
+            if own[k] == p.last[k].load(Ordering::Relaxed) {
+                // Nothing new (most of the age bins): nothing to write.
+                continue;
+            }
             let since = own[k].wrapping_sub(p.own[k].load(Ordering::Relaxed));
             let now = p.part[k].load(Ordering::Relaxed).wrapping_add(since);
             counts[k].fetch_max(now, Ordering::Relaxed);
@@ -249,7 +267,7 @@ impl SharedCache {
         }
         self.inner.publish();
         let mut processes = 0;
-        let mut group = [0u64; COUNTS];
+        let mut group = [0u64; FIGURES];
         for part in (0..seg::PARTS).filter_map(|i| seg.part(i)) {
             processes += u64::from(lock::lives(part));
             for (sum, c) in group.iter_mut().zip(part_counts(part)) {

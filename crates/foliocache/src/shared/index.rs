@@ -103,16 +103,42 @@ pub(crate) fn find(seg: &Seg, key: Key) -> Found {
     Found::Absent
 }
 
-/// Marks page `p` read since the clock passed (a shared write only when
-/// the bit is not yet set); whether this read is the first of a page
-/// readahead filled (`F_FRESH`, cleared here, by one reader only).
+/// Marks page `d` read since the clock passed (a shared write only when
+/// the bit is not yet set) and moves its stamp to the group's tick (a
+/// shared write only when the tick moved: once a tick at most). Returns
+/// whether this read is the first of a page readahead filled (`F_FRESH`,
+/// cleared here, by one reader only), and the read's age: the ticks
+/// since the page's last read or load (`curve.rs`).
 #[inline]
-pub(crate) fn touch(d: &Desc) -> bool {
+pub(crate) fn touch(seg: &Seg, d: &Desc) -> (bool, u16) {
     let flags = d.flags.load(Ordering::Relaxed);
     if flags & F_REFERENCED == 0 {
         d.flags.fetch_or(F_REFERENCED, Ordering::Relaxed);
     }
-    flags & F_FRESH != 0 && d.flags.fetch_and(!F_FRESH, Ordering::Relaxed) & F_FRESH != 0
+    let age = age(seg, d);
+    let fresh =
+        flags & F_FRESH != 0 && d.flags.fetch_and(!F_FRESH, Ordering::Relaxed) & F_FRESH != 0;
+    (fresh, age)
+}
+
+/// A read of page `d` now: its age in ticks of the group's clock since
+/// its last read or load, its stamp moved to the tick now (a shared write
+/// only when the tick moved).
+#[inline]
+pub(crate) fn age(seg: &Seg, d: &Desc) -> u16 {
+    let now = tick(seg);
+    let last = d.stamp.load(Ordering::Relaxed) as u16;
+    if last != now {
+        d.stamp.store(u32::from(now), Ordering::Relaxed);
+    }
+    now.wrapping_sub(last)
+}
+
+/// The group's clock's tick now, as a page's stamp keeps it (its low 16
+/// bits, wrapping as the private cache's clock does: `Mrc::now`).
+#[inline]
+fn tick(seg: &Seg) -> u16 {
+    seg.clock().load(Ordering::Relaxed) as u16
 }
 
 /// A page held by this process: no one else changes its bytes, flags or
@@ -350,6 +376,8 @@ pub(crate) fn assign(seg: &Seg, hold: &Hold<'_>, key: Key) {
     hold.d.index.store(key.index, Ordering::Relaxed);
     hold.d.slot.store(key.slot, Ordering::Relaxed);
     hold.d.flags.store(F_USED, Ordering::Relaxed);
+    // Its load (or write) is its first access: its age starts.
+    hold.d.stamp.store(u32::from(tick(seg)), Ordering::Relaxed);
     point();
     link(seg, hold.p, key);
 }

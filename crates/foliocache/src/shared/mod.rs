@@ -16,10 +16,12 @@
 //! (open addressing over page numbers), the pages. Every place is a
 //! number checked before use ([`seg`]).
 //!
-//! - **Hits take no lock and write nothing shared**: the index walk finds
-//!   the page, its descriptor's state word is read before and after the
-//!   copy (a seqlock), and the copy counts only if no one held or changed
-//!   the page meanwhile ([`index::find`]).
+//! - **Hits take no lock and write nothing shared** but, now and then,
+//!   their page's descriptor (its referenced bit once the clock cleared
+//!   it; the tick of its last read once the curve's clock moved: `curve.rs`):
+//!   the index walk finds the page, its descriptor's state word is read
+//!   before and after the copy (a seqlock), and the copy counts only if no
+//!   one held or changed the page meanwhile ([`index::find`]).
 //! - **Writes, size changes and claims of missing pages** take the
 //!   file's inode lock; a read's miss claims its run of missing pages
 //!   there, held, then reads them in one IO without it ([`read`]). The
@@ -83,7 +85,7 @@ use lock::Me;
 use read::Fill;
 use seg::{Seg, Slot, PAGE, SLOT_FREE, SLOT_USED};
 
-use crate::stats::ShardedCounter;
+use crate::stats::{AgeCounts, ShardedCounter};
 
 /// A page cache in shared memory, for every process of a group.
 ///
@@ -116,6 +118,9 @@ pub(crate) struct Inner {
     first_read_bytes: ShardedCounter,
     /// Bytes this process read from files into the cache.
     loaded_bytes: ShardedCounter,
+    /// This process's hits (pages from memory) by their age's bin, for
+    /// the group's curve (`curve.rs`).
+    aged: AgeCounts,
     /// The totals of another cache of this process's last counted here
     /// (`SharedCache::count_reads_elsewhere`).
     elsewhere: [crate::sync::StatU64; 5],
@@ -127,6 +132,8 @@ pub(crate) struct Inner {
     /// A read of a key hashed under this is in the group's sample
     /// (`curve.rs`).
     sample_below: u64,
+    /// Sampled reads a tick of the group's clock lasts (`curve.rs`).
+    tick_len: u64,
     /// The group's estimator, where this process made the cache.
     owner: Option<Box<curve::Owner>>,
 }
@@ -169,10 +176,12 @@ impl SharedCache {
                 read_bytes: ShardedCounter::default(),
                 first_read_bytes: ShardedCounter::default(),
                 loaded_bytes: ShardedCounter::default(),
+                aged: AgeCounts::default(),
                 elsewhere: Default::default(),
                 published: Published::default(),
                 collapser: crate::sync::AtomicU32::new(0),
                 sample_below: curve::threshold(seg.pages),
+                tick_len: curve::tick_len(seg.pages),
                 owner: owner.then(|| Box::new(curve::Owner::new(seg.pages))),
                 seg,
             }),

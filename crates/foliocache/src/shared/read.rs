@@ -94,10 +94,12 @@ impl SharedFile {
                     page.copy_out(in_page, dst)?;
                     std::sync::atomic::fence(Ordering::Acquire);
                     if d.state.load(Ordering::Relaxed) == state {
-                        let fresh = index::touch(d);
+                        let (fresh, age) = index::touch(seg, d);
                         if fresh {
                             // Readahead's page, read now: from the file.
                             self.cache.inner.first_read_bytes.add(PAGE);
+                        } else {
+                            self.cache.inner.aged.add(age);
                         }
                         self.sample(key.index, !fresh);
                         if self
@@ -247,9 +249,12 @@ impl SharedFile {
         let (hold, loaded) = match index::hold_key(self.seg(), key, self.me()?)? {
             Some(hold) => {
                 let fresh = hold.d.flags.fetch_and(!F_FRESH, Ordering::Relaxed) & F_FRESH != 0;
+                let age = index::age(self.seg(), hold.d);
                 if fresh {
                     // Readahead's page, read now (as `copy_hit` counts it).
                     self.cache.inner.first_read_bytes.add(PAGE);
+                } else {
+                    self.cache.inner.aged.add(age);
                 }
                 self.sample(key.index, !fresh);
                 (hold, 0)

@@ -3,15 +3,18 @@
 //!
 //! ```text
 //!  0            header: magic, version, counts, offsets, the index lock,
-//!               the clock hand, the dirty count
+//!               the clock hand, the dirty count; at CLOCK_OFF, on a line
+//!               of its own, the tick that ages the group's hits
 //!  PART_OFF     participants: PART_BYTES each (pid, start time, generation,
-//!               the reads it served and loaded, in pages and in bytes)
+//!               the reads it served and loaded, in pages and in bytes,
+//!               its hits by their age's bin)
 //!  RING_OFF     the sample's ring: its head on a line of its own, then
 //!               RING_ENTRIES keys of sampled reads (`curve.rs`)
 //!  slots_off    file slots: SLOT_BYTES each (dev, ino, generation, size,
 //!               the inode lock, the path)
 //!  descs_off    one descriptor per data page: its state word (version,
-//!               holder), flags and identity (file slot, generation, index)
+//!               holder), flags, identity (file slot, generation, index)
+//!               and the tick of its last read
 //!  buckets_off  the index: open addressing, one u32 per bucket (page + 1)
 //!  data_off     the pages, 4 KiB each
 //! ```
@@ -35,6 +38,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use crate::arena::collapse::{collapse_block, Collapsed};
 use crate::copy::{copy_from_shared, copy_to_shared, zero_shared};
 use crate::guardian::persist;
+use crate::mrc::AGE_BINS;
 
 use crate::shm::{Atomics, Map, HEADER_BYTES, SLOT_BYTES, SLOT_HEAD};
 pub(crate) use crate::shm::{PAGE, SLOT_FREE, SLOT_PATH, SLOT_USED};
@@ -44,7 +48,7 @@ pub(crate) const NAME: &str = "foliocache-shared";
 /// `FCSHARE1`, little-endian.
 const MAGIC: u64 = u64::from_le_bytes(*b"FCSHARE1");
 /// The layout's version.
-const VERSION: u32 = 8;
+const VERSION: u32 = 9;
 /// The seals a segment carries: no process may resize it (or unseal it).
 const SEALS: rustix::fs::SealFlags = rustix::fs::SealFlags::SHRINK
     .union(rustix::fs::SealFlags::GROW)
@@ -57,7 +61,7 @@ const HUGE: u64 = crate::arena::collapse::HUGE_BLOCK as u64;
 /// Participants: processes attached at once.
 pub(crate) const PARTS: u32 = 1024;
 /// Bytes of a participant.
-const PART_BYTES: u64 = 64;
+const PART_BYTES: u64 = 64 + 8 * AGE_BINS as u64;
 /// Where the participants start: after the header's page.
 const PART_OFF: u64 = HEADER_BYTES;
 /// Where the sample's ring starts: after the participants.
@@ -114,6 +118,14 @@ pub(crate) struct Header {
     pub(crate) curve: [AtomicU64; CURVE_WORDS],
 }
 
+/// Where the tick that ages the group's hits lies in the header's page
+/// (`curve.rs`): alone on its line, past the header's fields (which
+/// misses, reclaim and the curve's publication write), so that the load
+/// every hit makes of it finds a line written once a tick.
+const CLOCK_OFF: u64 = HEADER_BYTES / 2;
+
+const _: () = assert!(std::mem::size_of::<Header>() as u64 + 128 <= CLOCK_OFF);
+
 /// The published curve's words: each point's hit ratio and bound (`f64`
 /// bits), the window's page reads, its sampled reads.
 pub(crate) const CURVE_WORDS: usize = 12;
@@ -146,6 +158,11 @@ pub(crate) struct Part {
     /// Bytes read from the files (misses, readahead, a partial write's
     /// page), likewise.
     pub(crate) loaded_bytes: AtomicU64,
+    /// Hits (pages from memory) by their age's bin (`mrc::age_bin`: the
+    /// ticks of the group's clock since the page's last read), likewise:
+    /// what the group's curve weights its simulations' losses by
+    /// (`curve.rs`).
+    pub(crate) aged: [AtomicU64; AGE_BINS],
 }
 
 const _: () = assert!(std::mem::size_of::<Part>() as u64 <= PART_BYTES);
@@ -231,7 +248,10 @@ pub(crate) struct Desc {
     pub(crate) slot: AtomicU32,
     /// The slot's generation the page belongs to.
     pub(crate) generation: AtomicU32,
-    _pad: AtomicU32,
+    /// The tick of the group's clock ([`Seg::clock`]) at the page's last
+    /// read or load (its low 16 bits): the next hit's age (`curve.rs`).
+    /// A hint, written only when the tick moved.
+    pub(crate) stamp: AtomicU32,
     /// The page's index in its file.
     pub(crate) index: AtomicU64,
 }
@@ -453,6 +473,12 @@ impl Seg {
         (i < PARTS)
             .then(|| self.map.at(PART_OFF + u64::from(i) * PART_BYTES))
             .flatten()
+    }
+
+    /// The tick that ages the group's hits: the sampled reads pushed so
+    /// far, in ticks (`curve.rs`).
+    pub(crate) fn clock(&self) -> &AtomicU64 {
+        self.at(CLOCK_OFF)
     }
 
     /// The sample's ring's head: the sampled reads pushed so far.
