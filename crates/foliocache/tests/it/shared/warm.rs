@@ -98,3 +98,34 @@ fn a_bad_state_file_is_a_cold_start_with_a_warning() {
     );
     assert_eq!(cache.stats().cached, 0);
 }
+
+/// A group that read what the last one listed leaves the list as it was
+/// (`WarmSaved::written` false, the file not replaced), synced or not; a
+/// page more, and it is written.
+#[test]
+fn a_groups_unchanged_list_is_not_written_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("group.state");
+    let data = TempPath::with_data("shared-warm-same", &vec![9u8; 1024 * 4096]);
+    let ino = |p: &std::path::Path| std::fs::metadata(p).unwrap().ino();
+    let cache = SharedCache::new(4096 * 4096).unwrap();
+    let f = open(&cache, &data.path, true);
+    let mut buf = vec![0; 4 * 4096];
+    f.read_at(&mut buf, 0).unwrap();
+    let first = cache.save_state(&state).unwrap();
+    assert!(first.written, "{first:?}");
+    let before = ino(&state);
+    // The same pages, read again: the same list.
+    f.read_at(&mut buf, 0).unwrap();
+    for saved in [cache.save_state(&state), cache.save_state_unsynced(&state)] {
+        let saved = saved.unwrap();
+        assert!(!saved.written, "{saved:?}");
+        assert_eq!(saved.bytes, first.bytes, "{saved:?}");
+    }
+    assert_eq!(ino(&state), before, "the list is not replaced");
+    // Pages more (far from the first, past any readahead): written.
+    f.read_at(&mut buf[..4096], 1000 * 4096).unwrap();
+    let saved = cache.save_state_unsynced(&state).unwrap();
+    assert!(saved.written && saved.bytes > first.bytes, "{saved:?}");
+    assert_ne!(ino(&state), before);
+}
