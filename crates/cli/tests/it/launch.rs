@@ -679,7 +679,14 @@ fn run_shared_faults_in_what_it_uses() {
     std::fs::write(dir.path().join("f"), vec![7u8; 1 << 20]).unwrap();
     let limit = 128u64 << 20;
     let out = Command::new(BIN)
-        .args(["run", "--shared", "--no-state", "--capacity", "256M", "--dir"])
+        .args([
+            "run",
+            "--shared",
+            "--no-state",
+            "--capacity",
+            "256M",
+            "--dir",
+        ])
         .arg(dir.path())
         .args(["--", "python3", "-c", WATCH_MEMORY])
         .arg(dir.path().join("f"))
@@ -689,7 +696,10 @@ fn run_shared_faults_in_what_it_uses() {
     let text = stdout_ending(&out, 0);
     let held: u64 = text.trim().parse().unwrap_or_else(|_| panic!("{text}"));
     assert!(held > 0, "{text}");
-    assert!(held < limit, "the group's cache holds {held} bytes of memory");
+    assert!(
+        held < limit,
+        "the group's cache holds {held} bytes of memory"
+    );
 }
 
 /// [`run_shared_faults_in_what_it_uses`]'s program: reads the file

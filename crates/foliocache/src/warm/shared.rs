@@ -9,7 +9,9 @@ use std::io;
 use std::path::Path;
 
 use super::format::{SavedFile, SavedRange, State};
-use super::{cold, read_state_file, write_unless_same, WarmSaved, WarmStart, MAX_FILES, MAX_RANGES};
+use super::{
+    cold, read_state_file, write_unless_same, WarmSaved, WarmStart, MAX_FILES, MAX_RANGES,
+};
 use crate::loaded::Identity;
 use crate::shared::{SharedCache, SharedFile};
 
