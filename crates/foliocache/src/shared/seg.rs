@@ -587,6 +587,13 @@ impl Seg {
         b * HUGE >= self.data_off
     }
 
+    /// Whether block `b` lies wholly in the file slots (no descriptor,
+    /// bucket nor page of it): a read looks at its file's one slot, where
+    /// it reads a descriptor and a bucket for every page.
+    pub(crate) fn is_slots_block(&self, b: u64) -> bool {
+        b * HUGE >= self.slots_off && (b + 1) * HUGE <= self.descs_off
+    }
+
     /// The number of pages before the end of block `b` (0 for the
     /// metadata's blocks).
     pub(crate) fn pages_through_block(&self, b: u64) -> u64 {
