@@ -137,7 +137,12 @@ pub fn run_guarded(
 /// With `state`, the group's cache is warm-started from that state file
 /// (loaded in the background while the program starts) and the list of
 /// what it holds is saved there once the program is gone and its data
-/// written back (`SharedCache::warm_from`, `SharedCache::save_state`).
+/// written back (`SharedCache::warm_from`,
+/// `SharedCache::save_state_unsynced`: not written when unchanged).
+///
+/// The cache's pages are made 2 MiB pages as the group's use reaches
+/// them (`SharedCache::new_deferred`, joined at once), as
+/// [`run_guarded`]'s are once its group is joined.
 pub fn run_shared(
     cmd: Command,
     program: &Path,
@@ -145,7 +150,13 @@ pub fn run_shared(
     metrics: Option<SocketAddr>,
     state: Option<&Path>,
 ) -> Result<()> {
-    let cache = files.shared(capacity, false)?;
+    // Made deferred and joined at once: its pages are made 2 MiB pages
+    // as the group's use comes near them (`run_in`'s watcher starts
+    // that), so that a short program's launcher neither zeroes the whole
+    // capacity nor waits, at its exit, for a collapse of memory the
+    // program never used.
+    let cache = files.shared(capacity, true)?;
+    cache.join();
     let status = run_in(cmd, program, &cache, true, state, metrics)?;
     files.end(Some(&cache));
     end_as(status)
@@ -261,7 +272,9 @@ fn run_in(
         }
     }
     if let Some(state) = state {
-        if let Err(e) = cache.save_state(state) {
+        // Unsynced, as the interposer's exit saves: the command waits for
+        // this save, and the list is a hint (docs/warm.md).
+        if let Err(e) = cache.save_state_unsynced(state) {
             eprintln!(
                 "foliocache run: saving the state file {}: {e}",
                 state.display()

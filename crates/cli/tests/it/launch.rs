@@ -640,9 +640,14 @@ fn run_shared_restarts_warm_from_its_state_file() {
     let first = run("0");
     let sum = stdout_ending(&first, 0);
     assert!(state.exists(), "{}", String::from_utf8_lossy(&first.stderr));
+    let inode = |p: &Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap());
+    let saved = inode(&state);
     // The second run's reader waits for the launcher's load.
     let second = run("1");
     assert_eq!(stdout_ending(&second, 0), sum);
+    // It read what the list held: the launcher left the list as it was,
+    // not rewritten (a new list is renamed over the old one).
+    assert_eq!(inode(&state), saved, "the unchanged list was written again");
     let stderr = String::from_utf8_lossy(&second.stderr);
     let reader = stderr
         .lines()
@@ -659,3 +664,56 @@ time.sleep(float(sys.argv[1]))
 fd = os.open(sys.argv[2], os.O_RDONLY)
 print(zlib.crc32(os.read(fd, 4 << 20)))
 os.close(fd)";
+
+/// `foliocache run --shared`: the group's cache faults in what its
+/// programs use, not its whole capacity (its pages made 2 MiB pages as
+/// the use comes near them, as `run`'s group once joined). The program
+/// reads 1 MiB of a file, then watches the cache's memory file (named
+/// to it in `FOLIOCACHE_PRELOAD_SHARED`) for up to 5 s: it must stay
+/// below half the 256 MiB capacity (where a cache made whole, collapsed
+/// in the background, grows to all of it).
+#[test]
+fn run_shared_faults_in_what_it_uses() {
+    build_library();
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("f"), vec![7u8; 1 << 20]).unwrap();
+    let limit = 128u64 << 20;
+    let out = Command::new(BIN)
+        .args([
+            "run",
+            "--shared",
+            "--no-state",
+            "--capacity",
+            "256M",
+            "--dir",
+        ])
+        .arg(dir.path())
+        .args(["--", "python3", "-c", WATCH_MEMORY])
+        .arg(dir.path().join("f"))
+        .arg(limit.to_string())
+        .output()
+        .expect("running foliocache run");
+    let text = stdout_ending(&out, 0);
+    let held: u64 = text.trim().parse().unwrap_or_else(|_| panic!("{text}"));
+    assert!(held > 0, "{text}");
+    assert!(
+        held < limit,
+        "the group's cache holds {held} bytes of memory"
+    );
+}
+
+/// [`run_shared_faults_in_what_it_uses`]'s program: reads the file
+/// `argv[1]`, then prints the bytes the memory file holds once they pass
+/// `argv[2]` or 5 s have gone.
+const WATCH_MEMORY: &str = "import os, sys, time
+fd = os.open(sys.argv[1], os.O_RDONLY)
+os.read(fd, 1 << 20)
+os.close(fd)
+memory = os.environ['FOLIOCACHE_PRELOAD_SHARED']
+end = time.monotonic() + 5
+while True:
+    held = os.stat(memory).st_blocks * 512
+    if held > int(sys.argv[2]) or time.monotonic() > end:
+        break
+    time.sleep(0.05)
+print(held)";

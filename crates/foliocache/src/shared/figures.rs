@@ -259,7 +259,7 @@ impl SharedCache {
         let seg = &self.inner.seg;
         let h = seg.header();
         let mut cached = 0;
-        for p in 0..seg.pages {
+        for p in seg.descs_in_use() {
             let used = seg
                 .desc(p)
                 .is_some_and(|d| d.flags.load(Ordering::Relaxed) & seg::F_USED != 0);

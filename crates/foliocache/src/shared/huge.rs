@@ -96,11 +96,17 @@ const AHEAD_BLOCKS: u64 = 8;
 /// held each time (the group reads into its pages as it starts), while
 /// the cache lives.
 fn collapse_all(weak: &Weak<Inner>, as_filled: bool) {
-    let Some(blocks) = weak.upgrade().map(|i| i.seg.huge_blocks()) else {
+    // Each block left, and the passes that skipped it; not the blocks of
+    // the file slots only (a 1 GiB cache's 64 MiB of them, zeroed by a
+    // collapse where a group of a few files writes a few of their pages).
+    let Some(mut todo) = weak.upgrade().map(|i| {
+        (0..i.seg.huge_blocks())
+            .filter(|&b| !i.seg.is_slots_block(b))
+            .map(|b| (b, 0u32))
+            .collect::<Vec<_>>()
+    }) else {
         return;
     };
-    // Each block left, and the passes that skipped it.
-    let mut todo: Vec<(u64, u32)> = (0..blocks).map(|b| (b, 0)).collect();
     let mut hand = 0;
     loop {
         let mut left = Vec::new();

@@ -470,11 +470,12 @@ pub(crate) fn rebuild(seg: &Seg) {
 pub(crate) const MAX_INDEX: u64 = (i64::MAX as u64) / PAGE;
 
 /// The pages of (slot, generation), dirty ones only if `dirty`: `(file
-/// page, page)` sorted by file page. A scan of the descriptors (no lock:
-/// the caller holds each page before it uses it).
+/// page, page)` sorted by file page. A scan of the descriptors in use
+/// (`Seg::descs_in_use`; no lock: the caller holds each page before it
+/// uses it).
 pub(crate) fn pages_of(seg: &Seg, slot: u32, generation: u32, dirty: bool) -> Vec<(u64, u64)> {
     let mut v = Vec::new();
-    for p in 0..seg.pages {
+    for p in seg.descs_in_use() {
         let Some(d) = seg.desc(p) else { break };
         let flags = d.flags.load(Ordering::Relaxed);
         if flags & F_USED == 0 || (dirty && flags & F_DIRTY == 0) {

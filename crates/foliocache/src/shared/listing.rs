@@ -39,14 +39,15 @@ impl SharedCache {
     /// The files the cache holds uptodate pages of and their runs of
     /// pages, the runs holding a page read since the clock last passed
     /// first (the hot ones), then the rest; files handed to the kernel
-    /// are left out. A walk of every page's descriptor with no lock: a
+    /// are left out. A walk of every page's descriptor in use
+    /// (`Seg::descs_in_use`) with no lock: a
     /// snapshot, which a process changing the cache meanwhile may make
     /// stale (the state file is a hint; its loader checks each file).
     pub(crate) fn cached_runs(&self) -> (Vec<ListedFile>, Vec<Run>) {
         let seg = &self.inner.seg;
         // Slot -> its pages, each with whether it was referenced.
         let mut by_slot: BTreeMap<u32, Vec<(u64, bool)>> = BTreeMap::new();
-        for p in 0..seg.pages {
+        for p in seg.descs_in_use() {
             let Some(d) = seg.desc(p) else { break };
             let flags = d.flags.load(Ordering::Acquire);
             if flags & (F_USED | F_UPTODATE) != F_USED | F_UPTODATE {

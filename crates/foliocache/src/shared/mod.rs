@@ -143,7 +143,8 @@ impl SharedCache {
     /// least one) in a new memory file. A thread of this process then
     /// maps its pages by 2 MiB pages where the kernel allows, while the
     /// cache is in use ([`wait_huge_pages`](Self::wait_huge_pages)): all
-    /// its memory is faulted in by it.
+    /// its memory but the file slots' (faulted in as files open) is
+    /// faulted in by it.
     pub fn new(capacity: u64) -> io::Result<SharedCache> {
         let cache = SharedCache::made(Seg::create(capacity / PAGE)?);
         cache.join();

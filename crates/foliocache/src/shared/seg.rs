@@ -38,6 +38,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use crate::arena::collapse::{collapse_block, Collapsed};
 use crate::copy::{copy_from_shared, copy_to_shared, zero_shared};
 use crate::guardian::persist;
+use crate::guardian::segment::Extents;
 use crate::mrc::AGE_BINS;
 
 use crate::shm::{Atomics, Map, HEADER_BYTES, SLOT_BYTES, SLOT_HEAD};
@@ -549,6 +550,33 @@ impl Seg {
             .flatten()
     }
 
+    /// The pages whose descriptors may be set, in order: every page but
+    /// those whose descriptor lies in a hole of the memory file (never
+    /// written: all zeros, a page not in use), which a read would fault
+    /// in, tmpfs giving a read fault on a hole a page of its own
+    /// (`shmem_fault`). A walk of a large cache's descriptors so touches
+    /// only what the group's use wrote (pages are given out in order);
+    /// where the file cannot say (`Extents`), every page.
+    pub(crate) fn descs_in_use(&self) -> impl Iterator<Item = u64> + '_ {
+        let extents = Extents::new(Some(self.fd()));
+        (0..self.pages).filter(move |&p| {
+            let at = self.descs_off + p * DESC_BYTES;
+            extents.may_hold(at) || extents.may_hold(at + DESC_BYTES - 1)
+        })
+    }
+
+    /// The slots that may be in use, in order, as
+    /// [`descs_in_use`](Self::descs_in_use): every slot but those whose
+    /// head (its state, identity and dirty range) lies in a hole.
+    pub(crate) fn slots_in_use(&self) -> impl Iterator<Item = u32> + '_ {
+        let extents = Extents::new(Some(self.fd()));
+        (1..self.slots).filter_map(move |i| {
+            let at = self.slots_off + i * SLOT_BYTES;
+            let used = extents.may_hold(at) || extents.may_hold(at + SLOT_HEAD - 1);
+            used.then_some(u32::try_from(i).ok()).flatten()
+        })
+    }
+
     /// Page `p`'s descriptor, or `None` past the table.
     pub(crate) fn desc(&self, p: u64) -> Option<&Desc> {
         (p < self.pages)
@@ -583,6 +611,13 @@ impl Seg {
     /// Whether block `b` holds pages (not metadata).
     pub(crate) fn is_data_block(&self, b: u64) -> bool {
         b * HUGE >= self.data_off
+    }
+
+    /// Whether block `b` lies wholly in the file slots (no descriptor,
+    /// bucket nor page of it): a read looks at its file's one slot, where
+    /// it reads a descriptor and a bucket for every page.
+    pub(crate) fn is_slots_block(&self, b: u64) -> bool {
+        b * HUGE >= self.slots_off && (b + 1) * HUGE <= self.descs_off
     }
 
     /// The number of pages before the end of block `b` (0 for the

@@ -29,7 +29,9 @@ impl SharedCache {
         let seg = &self.inner.seg;
         let mut written = 0;
         let mut failed = Vec::new();
-        for i in 1..seg.slots as u32 {
+        // The slots in use only: a large cache's thousands never used are
+        // not faulted in (`Seg::slots_in_use`).
+        for i in seg.slots_in_use() {
             let Some(slot) = seg.slot(i) else { break };
             if slot.state.load(Ordering::Acquire) != SLOT_USED {
                 continue;

@@ -160,19 +160,13 @@ impl Cache {
             .iter()
             .map(|r| u64::from(r.pages) * PAGE_SIZE as u64)
             .sum();
-        let unchanged = read_state_file(path)
-            .ok()
-            .and_then(|b| State::decode(&b).ok())
-            .is_some_and(|old| same_list(&old, &state));
-        if !unchanged {
-            write_atomically(path, &state.encode(), sync)?;
-        }
+        let written = write_unless_same(path, &state, sync)?;
         Ok(WarmSaved {
             files: state.files.len() as u64,
             ranges: state.ranges.len() as u64,
             bytes,
             files_left_out: left_out,
-            written: !unchanged,
+            written,
         })
     }
 
@@ -567,6 +561,21 @@ fn add_notes(state: &mut State, notes: Vec<Remembered>, mut room: u64) {
             state.ranges.push(SavedRange { file, first, pages });
         }
     }
+}
+
+/// Writes `state` to `path` ([`write_atomically`], synced with `sync`)
+/// unless the state file there lists the same pages of the same files
+/// already ([`same_list`]); whether it wrote. A program that reads what it
+/// loaded, run again and again, never rewrites its list.
+pub(super) fn write_unless_same(path: &Path, state: &State, sync: bool) -> io::Result<bool> {
+    let unchanged = read_state_file(path)
+        .ok()
+        .and_then(|b| State::decode(&b).ok())
+        .is_some_and(|old| same_list(&old, state));
+    if !unchanged {
+        write_atomically(path, &state.encode(), sync)?;
+    }
+    Ok(!unchanged)
 }
 
 /// Whether two lists name the same files (path and identity) with the

@@ -9,7 +9,9 @@ use std::io;
 use std::path::Path;
 
 use super::format::{SavedFile, SavedRange, State};
-use super::{cold, read_state_file, write_atomically, WarmSaved, WarmStart, MAX_FILES, MAX_RANGES};
+use super::{
+    cold, read_state_file, write_unless_same, WarmSaved, WarmStart, MAX_FILES, MAX_RANGES,
+};
 use crate::loaded::Identity;
 use crate::shared::{SharedCache, SharedFile};
 
@@ -28,10 +30,32 @@ impl SharedCache {
     /// written back ([`write_back_all`](Self::write_back_all)): the
     /// identity is the file's as it is then. Left out: files handed to
     /// the kernel, and files no longer at their path (renamed, unlinked).
+    /// Nothing is written if the file at `path` lists the same pages of
+    /// the same files already, in whatever order (`WarmSaved::written` is
+    /// then `false`): a group that reads what it loaded, run again and
+    /// again, never rewrites its list.
     ///
     /// # Errors
     /// The OS error of creating, writing, syncing or renaming the file.
     pub fn save_state(&self, path: impl AsRef<Path>) -> io::Result<WarmSaved> {
+        self.save(path.as_ref(), true)
+    }
+
+    /// [`save_state`](Self::save_state) without its two `fsync`s, as
+    /// [`Cache::save_state_unsynced`](crate::Cache::save_state_unsynced):
+    /// for the launcher's save once the group is gone, which the command
+    /// that ran it waits for. A power cut soon after may leave the old
+    /// list or a torn file, which its checksum refuses (a cold start,
+    /// never a wrong byte).
+    ///
+    /// # Errors
+    /// The OS error of creating, writing or renaming the file.
+    pub fn save_state_unsynced(&self, path: impl AsRef<Path>) -> io::Result<WarmSaved> {
+        self.save(path.as_ref(), false)
+    }
+
+    /// [`save_state`](Self::save_state), its syncs with `sync`.
+    fn save(&self, path: &Path, sync: bool) -> io::Result<WarmSaved> {
         let (files, runs) = self.cached_runs();
         let mut state = State::default();
         let mut numbers = HashMap::new();
@@ -60,13 +84,13 @@ impl SharedCache {
                 state.ranges.push(SavedRange { file, first, pages });
             }
         }
-        write_atomically(path.as_ref(), &state.encode(), true)?;
+        let written = write_unless_same(path, &state, sync)?;
         Ok(WarmSaved {
             files: state.files.len() as u64,
             ranges: state.ranges.len() as u64,
             bytes: state.ranges.iter().map(|r| u64::from(r.pages) * PAGE).sum(),
             files_left_out: left_out,
-            written: true,
+            written,
         })
     }
 

@@ -198,3 +198,39 @@ fn a_deferred_groups_pages_are_made_2_mib_pages_as_its_use_reaches_them() {
         "the six blocks read and the eight after them, 15 of 20"
     );
 }
+
+/// The file slots are not made 2 MiB pages: a 256 MiB cache's 4,096
+/// slots (16 MiB, seven whole blocks at least) stay holes of the memory
+/// file once the collapse of everything else has ended, where zeroing
+/// them cost every launch of a group of a few files. In a child process,
+/// so that its 2 MiB mappings are not in this one's for the other tests
+/// to count.
+#[test]
+fn the_slots_are_not_collapsed() {
+    use std::os::fd::AsRawFd;
+    let child = super::fork(|| {
+        let cache = SharedCache::new(256 << 20).expect("cache");
+        if cache.wait_huge_pages() == 0 {
+            // SAFETY: ends the child at once, its status saying "skipped".
+            unsafe { libc::_exit(2) };
+        }
+        // SAFETY: an all-zero stat is a valid value; fstat fills it from
+        // the cache's memory file, open for the call.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let r = unsafe { libc::fstat(cache.memory_file().as_raw_fd(), &mut st) };
+        let (held, size) = (st.st_blocks as u64 * 512, st.st_size as u64);
+        eprintln!("{held} bytes of {size} held");
+        r == 0 && held + (14 << 20) <= size
+    });
+    match super::wait(child) {
+        2 => skip_or_fail(
+            "shared::huge: the slots",
+            "the kernel collapsed no shared memory (MADV_COLLAPSE: Linux 6.1)",
+        ),
+        status => assert_eq!(
+            status, 0,
+            "the slots were faulted in (its stderr says how much)"
+        ),
+    }
+}

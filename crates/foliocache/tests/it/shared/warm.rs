@@ -98,3 +98,74 @@ fn a_bad_state_file_is_a_cold_start_with_a_warning() {
     );
     assert_eq!(cache.stats().cached, 0);
 }
+
+/// A group that read what the last one listed leaves the list as it was
+/// (`WarmSaved::written` false, the file not replaced), synced or not; a
+/// page more, and it is written.
+#[test]
+fn a_groups_unchanged_list_is_not_written_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("group.state");
+    let data = TempPath::with_data("shared-warm-same", &vec![9u8; 1024 * 4096]);
+    let ino = |p: &std::path::Path| std::fs::metadata(p).unwrap().ino();
+    let cache = SharedCache::new(4096 * 4096).unwrap();
+    let f = open(&cache, &data.path, true);
+    let mut buf = vec![0; 4 * 4096];
+    f.read_at(&mut buf, 0).unwrap();
+    let first = cache.save_state(&state).unwrap();
+    assert!(first.written, "{first:?}");
+    let before = ino(&state);
+    // The same pages, read again: the same list.
+    f.read_at(&mut buf, 0).unwrap();
+    for saved in [cache.save_state(&state), cache.save_state_unsynced(&state)] {
+        let saved = saved.unwrap();
+        assert!(!saved.written, "{saved:?}");
+        assert_eq!(saved.bytes, first.bytes, "{saved:?}");
+    }
+    assert_eq!(ino(&state), before, "the list is not replaced");
+    // Pages more (far from the first, past any readahead): written.
+    f.read_at(&mut buf[..4096], 1000 * 4096).unwrap();
+    let saved = cache.save_state_unsynced(&state).unwrap();
+    assert!(saved.written && saved.bytes > first.bytes, "{saved:?}");
+    assert_ne!(ino(&state), before);
+}
+
+/// The group's end in a large cache a short program used a little of:
+/// its figures, its writeback and its list walk only the descriptors and
+/// slots in use, and fault in none of the rest of its metadata (tmpfs
+/// gives each read of a hole a page of its own). The cache is made
+/// deferred, so that no collapse fills its memory meanwhile.
+#[test]
+fn a_groups_end_faults_in_only_what_it_used() {
+    use std::os::fd::AsRawFd;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("group.state");
+    let data = TempPath::with_data("shared-warm-end", &vec![3u8; 64 * 4096]);
+    // 1 GiB: 262,144 descriptors (8 MiB) and thousands of slots.
+    let cache = SharedCache::new_deferred(1 << 30).unwrap();
+    cache.join();
+    let f = open(&cache, &data.path, true);
+    let mut buf = vec![0; 8 * 4096];
+    f.read_at(&mut buf, 0).unwrap();
+    let held = || {
+        // SAFETY: an all-zero stat is a valid value; fstat fills it from
+        // the cache's memory file, open for the call.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        let fd = cache.memory_file().as_raw_fd();
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::fstat(fd, &mut st) }, 0);
+        st.st_blocks as u64 * 512
+    };
+    let before = held();
+    let cached = cache.stats().cached;
+    assert!(cached >= 8, "{cached}");
+    assert_eq!(cache.write_back_all().unwrap(), 0);
+    let saved = cache.save_state(&state).unwrap();
+    assert!(saved.bytes >= 8 * 4096, "{saved:?}");
+    let after = held();
+    assert!(
+        after - before < 1 << 20,
+        "the end's walks faulted in {} bytes ({before} held before)",
+        after - before
+    );
+}
