@@ -83,12 +83,12 @@ fn a_streams_first_window_and_its_windows_after_a_miss_are_streamed() {
     // as far as the stream can tell) and a page read elsewhere (as reads
     // inside its large folios, which take no batch path, leave the last
     // read's end behind): its next read misses where nothing says the
-    // stream goes on but its last window, which starts past the miss.
+    // stream goes on but its last window, which starts at the miss.
     for i in 1..4 {
         f.read_at(&mut buf, i * BS).unwrap();
     }
     let last = f.readahead_window();
-    assert!(last.start > 64, "{last:?}");
+    assert_eq!(last.start, 64, "{last:?}");
     f.advise(64 * PAGE, 0, Advice::DontNeed).unwrap();
     let mut page = vec![0u8; PAGE as usize];
     f.read_at(&mut page, 500 * PAGE).unwrap();
@@ -192,13 +192,13 @@ fn a_streamed_page_that_refaults_within_its_distance_comes_back_active() {
         Some(MappingEntry::Folio(r)) => r.flags(),
         other => panic!("page {index} not cached after its read: {other:?}"),
     };
-    // Read again by another stream, from 128 pages before `near` on: its
+    // Read again by another stream, from 64 pages before `near` on: its
     // second read's asynchronous window brings `near` in as a streamed
     // folio, which the refault takes off the streamed list. (The pages
     // before it refault within their distances too.)
     let again = stream.reopen();
     let activations = cache.stats().activations;
-    let from = near.saturating_sub(128) * PAGE;
+    let from = near.saturating_sub(64) * PAGE;
     let mut at = from;
     while at <= near * PAGE {
         at += again.read_at(&mut buf, at).unwrap() as u64;
