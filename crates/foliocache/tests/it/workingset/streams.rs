@@ -133,10 +133,7 @@ fn a_streamed_folio_read_again_stays_streamed() {
     let cache = TestCache::pages(C as usize).build();
     let f = sparse(&cache, C / 2);
     let mut buf = vec![0u8; BS as usize];
-    let flags = |index: u64| match f.mapping().get_entry(index) {
-        Some(MappingEntry::Folio(r)) => Some(r.flags()),
-        _ => None,
-    };
+    let flags = |index: u64| flags_at(&f, index);
     for i in 0..C / 2 * PAGE / BS {
         f.read_at(&mut buf, i * BS).unwrap();
     }
