@@ -188,6 +188,13 @@ pub(crate) struct RaState {
     pub(crate) order: u32,
     /// `Advice::Random`: no readahead.
     pub(crate) random: bool,
+    /// The current window is a sequential stream's: started at the
+    /// file's start, by a read that goes on where the last one ended, or
+    /// by a miss within a window's length of the last window; not by the
+    /// look-back of a random miss (whose cached neighbours make a window
+    /// too). Its asynchronous windows follow it. Its folios go on the
+    /// streamed list (`lru.rs`).
+    pub(crate) stream: bool,
 }
 
 /// What a miss should read.
@@ -231,6 +238,7 @@ impl RaState {
             ra_pages: cfg.max_pages,
             order: 0,
             random: false,
+            stream: false,
         }
     }
 
@@ -276,8 +284,14 @@ impl RaState {
         if index == 0 || req > max || index.wrapping_sub(prev_index) <= 1 {
             let size = init_size(req, max);
             let async_size = if size > req { size - req } else { size / 2 };
+            self.stream = true;
             return Some(self.start_window(index, size, async_size, req));
         }
+        // A stream that missed near its last window (its folio evicted
+        // before it was through, or reads inside its large folios that
+        // left `prev_pos` behind) goes on as one.
+        let w = self.win;
+        let near = w.size > 0 && index + w.size >= w.start && index <= w.start + w.size;
         let (contig, whole) = match prev_miss(index - 1, max) {
             Some(miss) => (index - miss - 1, false),
             None => (index, true),
@@ -289,6 +303,7 @@ impl RaState {
             });
         }
         let contig = if whole { contig * 2 } else { contig };
+        self.stream = near;
         Some(self.start_window(index, (contig + req).min(max), 1, req))
     }
 

@@ -777,10 +777,16 @@ impl Mapping {
                 plan(&win, &mut order, max_order, last_page)
             }
             Some(SyncPlan::Window(win, mut order)) => {
-                let slots = plan(&win, &mut order, max_order, last_page);
+                let mut slots = plan(&win, &mut order, max_order, last_page);
+                // A stream's window (`RaState::stream`): read once, its
+                // folios go first (`lru.rs`), unless uncached.
+                slots
+                    .iter_mut()
+                    .for_each(|s| s.stream = st.stream && !dropbehind);
                 let mut cur = ra.state.lock();
                 cur.win = win;
                 cur.order = order;
+                cur.stream = st.stream;
                 // A stream starting over: what it had read ahead is
                 // reached or gone.
                 ra.count_unread(0);
@@ -877,10 +883,14 @@ impl Mapping {
             };
             let mut slots = plan(&win, &mut order, max_order, last_page);
             st.order = order;
-            // A window a marker started is a sequential stream's: read
-            // once, its folios go first (`lru.rs`), unless uncached. (Not
-            // a sync window: a random 64 KiB read's is one too.)
-            slots.iter_mut().for_each(|s| s.stream = !dropbehind);
+            // A window a marker started goes on as the window that set
+            // the marker: a sequential stream's, or the look-back window
+            // of a random miss (whose marker a random read may hit too;
+            // its folios go on the inactive list, beside the hot set they
+            // are part of).
+            slots
+                .iter_mut()
+                .for_each(|s| s.stream = st.stream && !dropbehind);
             (slots, st.cfg.insert)
         };
         self.run_window(ra, &slots, insert, false, dropbehind);

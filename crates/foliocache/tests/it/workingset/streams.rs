@@ -58,15 +58,82 @@ fn a_hot_set_stays_beside_a_stream_that_sweeps_the_cache_between_its_reads() {
     assert!(cache.stats().evictions > 0);
 }
 
+/// The flags of the folio at `index` of `f`, if one is cached.
+fn flags_at(f: &File, index: u64) -> Option<FolioFlags> {
+    match f.mapping().get_entry(index) {
+        Some(MappingEntry::Folio(r)) => Some(r.flags()),
+        _ => None,
+    }
+}
+
+/// A stream's windows are streamed from its first one on: a scan from the
+/// file's start, and a stream that missed close to its last window (its
+/// large folio evicted before it was through) read into windows that
+/// went on the inactive list, ahead of the hot set's place in the queue:
+/// four scans' worth of them took the hot set.
+#[test]
+fn a_streams_first_window_and_its_windows_after_a_miss_are_streamed() {
+    let cache = TestCache::pages(C as usize).build();
+    let f = sparse(&cache, C / 2);
+    let mut buf = vec![0u8; BS as usize];
+    f.read_at(&mut buf, 0).unwrap();
+    let first = flags_at(&f, 0).expect("cached");
+    assert!(first.contains(FolioFlags::STREAMED), "{first:?}");
+    // On to page 64; then page 64 onwards dropped (its windows evicted,
+    // as far as the stream can tell) and a page read elsewhere (as reads
+    // inside its large folios, which take no batch path, leave the last
+    // read's end behind): its next read misses where nothing says the
+    // stream goes on but its last window, which starts at the miss.
+    for i in 1..4 {
+        f.read_at(&mut buf, i * BS).unwrap();
+    }
+    let last = f.readahead_window();
+    assert_eq!(last.start, 64, "{last:?}");
+    f.advise(64 * PAGE, 0, Advice::DontNeed).unwrap();
+    let mut page = vec![0u8; PAGE as usize];
+    f.read_at(&mut page, 500 * PAGE).unwrap();
+    f.read_at(&mut buf, 4 * BS).unwrap();
+    let w = f.readahead_window();
+    assert_eq!(w.start, 64, "a look-back window from the miss: {w:?}");
+    let again = flags_at(&f, 64).expect("cached");
+    assert!(again.contains(FolioFlags::STREAMED), "{again:?}");
+    cache.check_lru().unwrap();
+}
+
+/// A random reader's miss next to cached pages makes a look-back window
+/// (the kernel's `page_cache_sync_ra`) with a marker on its last page; a
+/// random read that later hits the marker starts an asynchronous window.
+/// Neither is a stream's: their folios go on the inactive list, where
+/// the hot set they belong to is (on the streamed list they went first,
+/// and a second read never activated them).
+#[test]
+fn a_random_readers_look_back_window_and_its_marker_are_not_streamed() {
+    let cache = TestCache::pages(C as usize).build();
+    let f = sparse(&cache, C / 2);
+    let mut page = vec![0u8; PAGE as usize];
+    // Pages 100..132 cached by one read (no window: nothing before it).
+    f.read_at(&mut vec![0u8; 32 * PAGE as usize], 100 * PAGE)
+        .unwrap();
+    // A read elsewhere, then a miss at 132 after the cached run: a
+    // window from 132 of 33 pages, its marker on page 164.
+    f.read_at(&mut page, 300 * PAGE).unwrap();
+    f.read_at(&mut page, 132 * PAGE).unwrap();
+    let w = f.readahead_window();
+    assert_eq!((w.start, w.size), (132, 33), "{w:?}");
+    f.read_at(&mut page, 164 * PAGE).unwrap();
+    for index in [132, 164, 165] {
+        let fl = flags_at(&f, index).unwrap_or_else(|| panic!("page {index} not cached"));
+        assert!(!fl.contains(FolioFlags::STREAMED), "page {index}: {fl:?}");
+    }
+    cache.check_lru().unwrap();
+}
+
 #[test]
 fn a_streamed_folio_read_again_stays_streamed() {
     let cache = TestCache::pages(C as usize).build();
     let f = sparse(&cache, C / 2);
     let mut buf = vec![0u8; BS as usize];
-    let flags = |index: u64| match f.mapping().get_entry(index) {
-        Some(MappingEntry::Folio(r)) => Some(r.flags()),
-        _ => None,
-    };
+    let flags = |index: u64| flags_at(&f, index);
     for i in 0..C / 2 * PAGE / BS {
         f.read_at(&mut buf, i * BS).unwrap();
     }
@@ -122,13 +189,13 @@ fn a_streamed_page_that_refaults_within_its_distance_comes_back_active() {
         Some(MappingEntry::Folio(r)) => r.flags(),
         other => panic!("page {index} not cached after its read: {other:?}"),
     };
-    // Read again by another stream, from 128 pages before `near` on: its
+    // Read again by another stream, from 64 pages before `near` on: its
     // second read's asynchronous window brings `near` in as a streamed
     // folio, which the refault takes off the streamed list. (The pages
     // before it refault within their distances too.)
     let again = stream.reopen();
     let activations = cache.stats().activations;
-    let from = near.saturating_sub(128) * PAGE;
+    let from = near.saturating_sub(64) * PAGE;
     let mut at = from;
     while at <= near * PAGE {
         at += again.read_at(&mut buf, at).unwrap() as u64;
