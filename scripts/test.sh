@@ -12,12 +12,38 @@ cd "$(dirname "$0")/.."
 # on 2 cores: the figures show which step to shorten).
 step() { printf '\n==> %s (at %dm%02ds)\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
 
+# Jobs started beside the steps (`start_beside`), each at the lowest
+# priority: they take the cores' time the steps leave idle (a release
+# build's serial stretches, the tests' waits) and nothing a step wants.
+# Those still running when the run stops early are killed, with their
+# children (a cargo, a test binary).
+beside_pids=()
+stop_beside() {
+  local pid
+  for pid in "${beside_pids[@]}"; do
+    pkill -P "$pid" 2>/dev/null || true
+    kill "$pid" 2>/dev/null || true
+  done
+}
+trap stop_beside EXIT
+
+# Runs the function or command `$2...` beside the steps at nice 19, its
+# output to the log `$1`; its pid is the last of `beside_pids`.
+start_beside() {
+  local log=$1
+  shift
+  {
+    renice -n 19 -p "$BASHPID" >/dev/null
+    "$@"
+  } >"$log" 2>&1 &
+  beside_pids+=($!)
+}
+
 # Waits for a job started beside the steps (pid `$1`), prints its log
 # (`$2`) whole, and fails the run if it failed (`$3`: what it was).
 finish_beside() {
   local status=0
   wait "$1" || status=$?
-  trap - EXIT
   cat "$2"
   [ "$status" = 0 ] || { echo "$3 failed (exit $status)" >&2; exit 1; }
 }
@@ -127,20 +153,41 @@ cp Cargo.lock target/packaged/
   printf '%s\n' "${patches[@]}"
 } >target/packaged/Cargo.toml
 
-for v in "${!by_msrv[@]}"; do
-  step "MSRV: cargo +$v check${by_msrv[$v]} (from their packages)"
-  if command -v rustup >/dev/null 2>&1; then
+# The MSRV checks run beside the steps below (their own target
+# directory, target/msrv, so they wait for no build of the workspace's):
+# four toolchains checking every dependency again are about 3.5 minutes of
+# both cores, most of which the steps leave idle (docs/testing.md, "What
+# each step costs"). The toolchains are installed first, here, one at a
+# time (rustup is not made for concurrent installs: Miri's nightly is
+# installed beside). Their output is printed whole at the end.
+if command -v rustup >/dev/null 2>&1; then
+  for v in "${!by_msrv[@]}"; do
     rustup toolchain list | grep -q "^$v" || rustup toolchain install "$v" --profile minimal
-    # shellcheck disable=SC2086 # one -p argument per crate
-    (cd target/packaged && CARGO_TARGET_DIR=../msrv cargo "+$v" check --quiet ${by_msrv[$v]})
-  elif [ "${CI:-}" = true ]; then
-    echo "no rustup: cannot install Rust $v" >&2
-    exit 1
-  else
-    echo "note: no rustup: the MSRV check is skipped (it runs under CI=true)"
-    (cd target/packaged && CARGO_TARGET_DIR=../msrv cargo check --quiet ${by_msrv[$v]})
-  fi
-done
+  done
+elif [ "${CI:-}" = true ]; then
+  echo "no rustup: cannot install the Rust versions the crates declare (${!by_msrv[*]})" >&2
+  exit 1
+fi
+msrv_checks() {
+  for v in "${!by_msrv[@]}"; do
+    step "MSRV: cargo +$v check${by_msrv[$v]} (from their packages)"
+    if command -v rustup >/dev/null 2>&1; then
+      # shellcheck disable=SC2086 # one -p argument per crate
+      (cd target/packaged && CARGO_TARGET_DIR=../msrv cargo "+$v" check --quiet ${by_msrv[$v]})
+    else
+      echo "note: no rustup: the MSRV check is skipped (it runs under CI=true)"
+      # shellcheck disable=SC2086 # one -p argument per crate
+      (cd target/packaged && CARGO_TARGET_DIR=../msrv cargo check --quiet ${by_msrv[$v]})
+    fi
+  done
+}
+start_beside target/msrv.log msrv_checks
+msrv_pid=${beside_pids[-1]}
+
+# Miri beside the steps too (target/miri): it interprets on one core for
+# most of its 4.5 minutes. Its output is printed whole at the end.
+start_beside target/miri.log bash scripts/miri.sh
+miri_pid=${beside_pids[-1]}
 
 # Every release build below (the benchmarks, the `bench --quick` smoke
 # run, S3 on loopback, the workspace's tests) names the whole workspace
@@ -169,24 +216,11 @@ fi
 step "benchmark smoke run (each benchmark once, no timing)"
 cargo bench "${workspace[@]}" --bench '*' -- --test
 
-# Miri runs beside the loom models: it interprets on one core for most of
-# its 4.5 minutes, which alone left the other core idle (docs/testing.md,
-# "What each step costs"). Its output is printed whole after the models'.
-bash scripts/miri.sh >target/miri.log 2>&1 &
-miri_pid=$!
-trap 'kill "$miri_pid" 2>/dev/null || true' EXIT
-
 # Both crates' models in one build (one feature set, so the dependencies
 # under `--cfg loom` are built once).
-step "loom models: the xarray's reader/writer protocol, the cache's lookup vs removal, fills, reclaim, writeback (--cfg loom), beside Miri"
+step "loom models: the xarray's reader/writer protocol, the cache's lookup vs removal, fills, reclaim, writeback (--cfg loom)"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
   cargo test -p foliocache-xarray -p foliocache --release --test loom
-
-# Miri over the unsafe modules' tests (the xarray's node frees, the arena,
-# the IO buffers); installs a nightly toolchain with miri through rustup if
-# missing.
-step "miri over the unsafe modules' tests (xarray node frees, arena, IO buffers): waiting for it, its output"
-finish_beside "$miri_pid" target/miri.log miri
 
 # The CLI's smoke run: `foliocache bench --quick` (every scenario, every
 # default engine, two repeats) on 8 MiB files; the test checks every JSON
@@ -233,20 +267,24 @@ export XDG_STATE_HOME="$PWD/target/test-state"
 # whole after theirs.
 step "cargo test --workspace --release: the build"
 cargo test --release "${workspace[@]}" --no-run
-{
+builds_beside_tests() {
   sleep 10
-  nice -n 19 cargo build --release -p foliocache-capi
-  nice -n 19 cargo build --release -p foliocache-preload -p foliocache-capi -p foliocache-sqlite-ext
-  nice -n 19 cargo test --release -p foliocache-object-store --no-default-features \
+  cargo build --release -p foliocache-capi
+  cargo build --release -p foliocache-preload -p foliocache-capi -p foliocache-sqlite-ext
+  cargo test --release -p foliocache-object-store --no-default-features \
     --features object-store-013,prometheus --lib --test it
-} >target/beside.log 2>&1 &
-beside_pid=$!
-trap 'kill "$beside_pid" 2>/dev/null || true' EXIT
+}
+start_beside target/beside.log builds_beside_tests
+tests_beside_pid=${beside_pids[-1]}
 
 step "cargo test --workspace --release, the cdylibs and the object_store 0.13 tests built beside them"
 # (the S3 tests, `s3::`, ran above with their server)
 cargo test --release "${workspace[@]}" -- --skip quick_seeds_smoke_run --skip s3::
 
 step "the cdylibs' builds, the object-store cache over object_store 0.13 (DataFusion 55's): waiting for them, their output"
-finish_beside "$beside_pid" target/beside.log "the builds and tests beside the workspace's tests"
+finish_beside "$tests_beside_pid" target/beside.log "the builds and tests beside the workspace's tests"
+step "the MSRV checks (beside the steps since the packages): waiting for them, their output"
+finish_beside "$msrv_pid" target/msrv.log "the MSRV checks"
+step "miri over the unsafe modules' tests (xarray node frees, arena, IO buffers; beside the steps since the packages): waiting for it, its output"
+finish_beside "$miri_pid" target/miri.log miri
 step "done"
