@@ -151,7 +151,7 @@ impl Mapping {
         let (mut size, mut end, mut shifts) = (size, end, shifts);
         let want = offset.saturating_add(buf.len() as u64);
         while pos < end {
-            let got = self.get_pages(ra, pos / PAGE, end, flags, absent, &mut batch);
+            let got = self.get_pages(ra, pos / PAGE, end, flags, (absent, sequential), &mut batch);
             absent = false;
             let missed = match got {
                 Ok(missed) => missed,
@@ -377,7 +377,7 @@ impl Mapping {
         index: u64,
         end: u64,
         flags: ReadFlags,
-        absent: bool,
+        (absent, sequential): (bool, bool),
         batch: &mut Vec<FolioRef<'m>>,
     ) -> io::Result<bool> {
         let last = (end - 1) / PAGE;
@@ -413,7 +413,7 @@ impl Mapping {
                 }
             };
             if tail.test(FolioFlags::READAHEAD) {
-                self.async_readahead(ra, tail, last, dropbehind);
+                self.async_readahead(ra, tail, (last, sequential), dropbehind);
             }
             if tail.test(FolioFlags::UPTODATE) {
                 break;
@@ -849,12 +849,13 @@ impl Mapping {
     }
 
     /// Asynchronous readahead: a read reached `marker` (a folio carrying the
-    /// readahead flag) wanting pages up to `last` (`page_cache_async_ra`).
+    /// readahead flag) wanting pages up to `last` (`page_cache_async_ra`);
+    /// `sequential`: the read goes on where its thread's last one ended.
     pub(crate) fn async_readahead(
         self: &Arc<Self>,
         ra: &Arc<Readahead>,
         marker: &FolioRef<'_>,
-        last: u64,
+        (last, sequential): (u64, bool),
         dropbehind: bool,
     ) {
         if marker.test(FolioFlags::WRITEBACK) || !marker.test_and_clear(FolioFlags::READAHEAD) {
@@ -887,7 +888,11 @@ impl Mapping {
             // the marker: a sequential stream's, or the look-back window
             // of a random miss (whose marker a random read may hit too;
             // its folios go on the inactive list, beside the hot set they
-            // are part of).
+            // are part of), unless the read that reached the marker goes
+            // on from its thread's last one: a stream whose first read
+            // missed beside cached pages (its first window a look-back
+            // one) is a stream from its first marker on.
+            st.stream |= sequential;
             slots
                 .iter_mut()
                 .for_each(|s| s.stream = st.stream && !dropbehind);

@@ -189,13 +189,13 @@ fn a_streamed_page_that_refaults_within_its_distance_comes_back_active() {
         Some(MappingEntry::Folio(r)) => r.flags(),
         other => panic!("page {index} not cached after its read: {other:?}"),
     };
-    // Read again by another stream, from 64 pages before `near` on: its
+    // Read again by another stream, from 128 pages before `near` on: its
     // second read's asynchronous window brings `near` in as a streamed
     // folio, which the refault takes off the streamed list. (The pages
     // before it refault within their distances too.)
     let again = stream.reopen();
     let activations = cache.stats().activations;
-    let from = near.saturating_sub(64) * PAGE;
+    let from = near.saturating_sub(128) * PAGE;
     let mut at = from;
     while at <= near * PAGE {
         at += again.read_at(&mut buf, at).unwrap() as u64;
