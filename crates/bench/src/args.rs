@@ -266,7 +266,7 @@ on the data directory (ext4), through a foliocache FUSE mount and under the
 interposer, libfoliocache_preload.so; caches of --capacity, default 4x the
 data; then readrandom, 2 threads, of 4M keys, 900k with --quick, in a memory
 cgroup of 256M, 96M with --quick: ext4, RocksDB's block cache at 3/4 of it
-over use_direct_reads, the interposer at 25/32 of it); scaling (throughput against threads, 1, 2, 4, ... up to the CPUs and
+(at most 40M less) over use_direct_reads, the interposer at that and 1/32); scaling (throughput against threads, 1, 2, 4, ... up to the CPUs and
 twice them: random and sequential 4 KiB hits of a shared 1 GiB file, 64 MiB
 with --quick, random 4 KiB writes into it, 4 s runs, 0.5 s with --quick,
 and cold sequential 128 KiB reads of a 256 MiB file per thread, 16 MiB with

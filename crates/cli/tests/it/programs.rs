@@ -244,8 +244,9 @@ fn programs_scenario_runs_db_bench_three_ways() {
 
 /// The database larger than memory's records (none where it was left
 /// out): a way each, two threads reading 10,000 keys each in the measured
-/// pass, in a memory cgroup of 96 MiB, the caches at 3/4 (`direct`) and
-/// 25/32 (`interposer`) of it.
+/// pass, in a memory cgroup of 96 MiB, the caches at 56 MiB (`direct`:
+/// the limit less RocksDB's heap) and 59 MiB (`interposer`: the same and
+/// the small block cache its program keeps).
 fn check_larger(rs: &[Value]) {
     let ways = ["ext4", "direct", "interposer"];
     for (r, way) in rs.iter().zip(ways) {
@@ -257,8 +258,8 @@ fn check_larger(rs: &[Value]) {
         assert_eq!(r["file_size"], 900_000 * 216);
         assert_eq!(r["memory_limit"]["limit_bytes"], 96 << 20, "{r:#}");
         let capacity = match way {
-            "direct" => Value::from(72 << 20),
-            "interposer" => Value::from(75 << 20),
+            "direct" => Value::from(56 << 20),
+            "interposer" => Value::from(59 << 20),
             _ => Value::Null,
         };
         assert_eq!(r["capacity"], capacity, "{r:#}");

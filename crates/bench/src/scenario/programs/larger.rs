@@ -7,8 +7,10 @@
 //!
 //! ```text
 //!   ext4        buffered: the kernel's page cache     RocksDB's block cache L/32
-//!   direct      use_direct_reads                      RocksDB's block cache 3/4 L
-//!   interposer  foliocache run --capacity 25/32 L     RocksDB's block cache L/32
+//!   direct      use_direct_reads                      RocksDB's block cache B
+//!   interposer  foliocache run --capacity B + L/32    RocksDB's block cache L/32
+//!
+//!   B = 3/4 L, and at most L - 40 MiB (RocksDB's own heap beside it)
 //! ```
 //!
 //! Each way reads the same files (the interposer serves their
@@ -53,9 +55,14 @@ pub const THREADS: u32 = 2;
 /// times the limit; 900k, twice the quick limit.
 const KEYS: FullQuick<u64> = FullQuick(4_000_000, 900_000);
 /// The memory limit L of each way's cgroup (full, and with `--quick`).
-/// RocksDB's heap beside a block cache of 3/4 L takes more than a quarter
-/// of 32 MiB (a `direct` run of it was killed by the cgroup's OOM killer).
 const LIMIT: FullQuick<u64> = FullQuick(256 << 20, 96 << 20);
+/// What RocksDB's own heap (table readers' indexes and filters, the
+/// memtable, the allocator's arenas) takes beside its block cache, at
+/// least: a `direct` run at L = 96 MiB with a block cache of 72 MiB peaked
+/// at 98.7 MiB of the cgroup's memory (17 MiB of it page cache), and the
+/// cgroup's OOM killer ended one such run; at L = 32 MiB, 24 MiB, every
+/// run.
+const HEAP: u64 = 40 << 20;
 /// Reads of each thread in each pass (full, and with `--quick`).
 const READS: FullQuick<u64> = FullQuick(100_000, 10_000);
 
@@ -84,15 +91,17 @@ impl Larger {
     }
 
     /// The `direct` way's block cache: 3/4 of the limit (192 MiB of
-    /// 256), the rest left to the program.
+    /// 256), and at most the limit less [`HEAP`] (56 MiB of 96), the rest
+    /// left to the program.
     pub fn block_cache(&self) -> u64 {
-        self.limit / 4 * 3
+        (self.limit / 4 * 3).min(self.limit.saturating_sub(HEAP))
     }
 
-    /// The interposer's capacity: 25/32 of the limit (200 MiB of 256),
-    /// as the `direct` way's block cache leaves the program the rest.
+    /// The interposer's capacity: the `direct` way's block cache and the
+    /// small block cache the interposer's program keeps beside it
+    /// (200 MiB of 256: 25/32), so that both leave the program the same.
     pub fn capacity(&self) -> u64 {
-        self.limit / 32 * 25
+        self.block_cache() + self.small_cache()
     }
 
     /// The `ext4` and `interposer` ways' block cache: L/32 (RocksDB's

@@ -386,11 +386,17 @@ fn programs_fills_and_reads_keys_three_ways_with_the_issues_targets() {
     assert_eq!((lg.keys, lg.limit, lg.reads), (900_000, 96 << 20, 10_000));
     // Blocks aligned to pages only in the full run.
     assert!(!lg.aligned);
-    // Equal memory: the block cache 3/4 of the limit, the interposer's
-    // capacity 25/32, the small block cache 1/32.
+    // Equal memory: the block cache the limit less RocksDB's heap (3/4 of
+    // it in the full run), the interposer's capacity that and the small
+    // block cache, 1/32.
     assert_eq!(
         (lg.block_cache(), lg.capacity(), lg.small_cache()),
-        (72 << 20, 75 << 20, 3 << 20)
+        (56 << 20, 59 << 20, 3 << 20)
+    );
+    let full = crate::scenario::programs::larger::Larger::new(false);
+    assert_eq!(
+        (full.block_cache(), full.capacity(), full.small_cache()),
+        (192 << 20, 200 << 20, 8 << 20)
     );
     assert!(
         sc.description.contains("readrandom-larger"),
