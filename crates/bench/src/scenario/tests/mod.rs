@@ -336,6 +336,18 @@ fn sqlite_runs_the_mix_two_sizes_with_the_issues_targets() {
     assert!(p.scenarios.iter().all(|s| s.programs.is_none()));
 }
 
+/// The larger-than-memory job's full run at equal memory: the block cache
+/// 3/4 of the limit, the interposer's capacity that and the small block
+/// cache, 1/32.
+#[test]
+fn the_full_larger_jobs_memory_is_split_at_three_quarters() {
+    let full = crate::scenario::programs::larger::Larger::new(false);
+    assert_eq!(
+        (full.block_cache(), full.capacity(), full.small_cache()),
+        (192 << 20, 200 << 20, 8 << 20)
+    );
+}
+
 #[test]
 fn programs_fills_and_reads_keys_three_ways_with_the_issues_targets() {
     use programs::{larger::LARGER, pool::POOL, FILLSEQ, READRANDOM, READSEQ, RESTART};
@@ -392,11 +404,6 @@ fn programs_fills_and_reads_keys_three_ways_with_the_issues_targets() {
     assert_eq!(
         (lg.block_cache(), lg.capacity(), lg.small_cache()),
         (56 << 20, 59 << 20, 3 << 20)
-    );
-    let full = crate::scenario::programs::larger::Larger::new(false);
-    assert_eq!(
-        (full.block_cache(), full.capacity(), full.small_cache()),
-        (192 << 20, 200 << 20, 8 << 20)
     );
     assert!(
         sc.description.contains("readrandom-larger"),
