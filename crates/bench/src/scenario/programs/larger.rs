@@ -57,11 +57,10 @@ const KEYS: FullQuick<u64> = FullQuick(4_000_000, 900_000);
 /// The memory limit L of each way's cgroup (full, and with `--quick`).
 const LIMIT: FullQuick<u64> = FullQuick(256 << 20, 96 << 20);
 /// What RocksDB's own heap (table readers' indexes and filters, the
-/// memtable, the allocator's arenas) takes beside its block cache, at
-/// least: a `direct` run at L = 96 MiB with a block cache of 72 MiB peaked
-/// at 98.7 MiB of the cgroup's memory (17 MiB of it page cache), and the
-/// cgroup's OOM killer ended one such run; at L = 32 MiB, 24 MiB, every
-/// run.
+/// memtable, the allocator's arenas) is left beside its block cache, at
+/// least: with a quarter of a small limit the cgroup's OOM killer ended
+/// `direct` runs (docs/measurements/2026-11-30-ci-time-3.md, "The
+/// `direct` way's memory").
 const HEAP: u64 = 40 << 20;
 /// Reads of each thread in each pass (full, and with `--quick`).
 const READS: FullQuick<u64> = FullQuick(100_000, 10_000);
