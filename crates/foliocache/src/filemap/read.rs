@@ -872,7 +872,7 @@ impl Mapping {
         let (slots, insert) = {
             let mut st = ra.state.lock();
             let Some((_, mut order)) =
-                st.on_marker(index, pages, req, |from, max| self.next_miss(from, max))
+                st.on_marker(index, pages, req, sequential, |from, max| self.next_miss(from, max))
             else {
                 return;
             };
