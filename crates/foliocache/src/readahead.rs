@@ -310,7 +310,11 @@ impl RaState {
         self.stream = near;
         // A random reader's cached neighbours look like a stream's traces:
         // its window is the kernel's at most (`RANDOM_WINDOW`).
-        let max = if near { max } else { max.min(RANDOM_WINDOW.max(req)) };
+        let max = if near {
+            max
+        } else {
+            max.min(RANDOM_WINDOW.max(req))
+        };
         Some(self.start_window(index, (contig + req).min(max), 1, req))
     }
 
@@ -804,18 +808,27 @@ mod tests {
         assert_eq!(p, Some(SyncPlan::Window(want, 4)));
         assert!(!st.stream);
         // Its marker met by a random read: on track, no ramp past it.
-        let (w, _) = st.on_marker(want.marker(), 1, 1, false, |_, _| unreachable!()).unwrap();
+        let (w, _) = st
+            .on_marker(want.marker(), 1, 1, false, |_, _| unreachable!())
+            .unwrap();
         assert!(w.size <= RANDOM_WINDOW, "{w:?}");
         // Off track (another window's marker), random: the same.
-        let (w, _) = st.on_marker(7000, 1, 16, false, |f, _| Some(f + 10)).unwrap();
+        let (w, _) = st
+            .on_marker(7000, 1, 16, false, |f, _| Some(f + 10))
+            .unwrap();
         assert!(w.size <= RANDOM_WINDOW, "{w:?}");
         // The same marker met by a read going on from its last one ramps.
-        let (w, _) = st.on_marker(7000, 1, 16, true, |f, _| Some(f + 10)).unwrap();
+        let (w, _) = st
+            .on_marker(7000, 1, 16, true, |f, _| Some(f + 10))
+            .unwrap();
         assert!(w.size > RANDOM_WINDOW, "{w:?}");
         // A miss near the last window: a stream's, the whole look-back.
         let at = w.start + w.size;
         let p = st.sync(at, 16, prev, |i, _| Some(i - 900));
-        assert!(matches!(p, Some(SyncPlan::Window(w, _)) if w.size == 916), "{p:?}");
+        assert!(
+            matches!(p, Some(SyncPlan::Window(w, _)) if w.size == 916),
+            "{p:?}"
+        );
         assert!(st.stream);
     }
 

@@ -871,9 +871,9 @@ impl Mapping {
         let req = last.saturating_sub(index) + 1;
         let (slots, insert) = {
             let mut st = ra.state.lock();
-            let Some((_, mut order)) =
-                st.on_marker(index, pages, req, sequential, |from, max| self.next_miss(from, max))
-            else {
+            let Some((_, mut order)) = st.on_marker(index, pages, req, sequential, |from, max| {
+                self.next_miss(from, max)
+            }) else {
                 return;
             };
             // Within the cache's cap on unread readahead.
@@ -1055,7 +1055,7 @@ impl Mapping {
         slots.iter().partition(|s| {
             let end = s.index + (1u64 << s.order);
             while spans.next_if(|&(a, n)| a + n <= s.index).is_some() {}
-            !spans.peek().is_some_and(|&(a, _)| a < end)
+            spans.peek().is_none_or(|&(a, _)| a >= end)
         })
     }
 

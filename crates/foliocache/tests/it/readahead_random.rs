@@ -36,7 +36,10 @@ fn read(file: &File, want: &[u8], at: u64, pages: u64) -> u64 {
     let n = file.read_at(&mut buf, at * P).expect("read");
     assert_eq!(n, buf.len());
     let from = (at * P) as usize;
-    assert!(buf == want[from..from + buf.len()], "wrong bytes at page {at}");
+    assert!(
+        buf == want[from..from + buf.len()],
+        "wrong bytes at page {at}"
+    );
     let len = want.len() as u64;
     file.cachestat(0, len).expect("cachestat").cached
 }
@@ -112,7 +115,11 @@ fn random_reads_over_a_file_of_the_caches_size_leave_it_whole() {
     }
     let s = cache.stats();
     assert_eq!(s.evictions, 0, "the file fits: nothing evicted");
-    assert_eq!(s.io_bytes, pages * P, "each byte read from the backing once");
+    assert_eq!(
+        s.io_bytes,
+        pages * P,
+        "each byte read from the backing once"
+    );
     for _ in 0..reads {
         read16(&file, &want, rng.gen_range(0..ranges) * 16);
     }
