@@ -29,7 +29,11 @@
 //! --scenario readahead --quick --engine foliocache --engine
 //! 'foliocache[ra=8m]' --engine kernel`). A window
 //! still starts at 4 pages for a 4 KiB read and only grows for a sequential
-//! stream, so random readers do not pay for it; and a file's windows are
+//! stream; a read that is not a stream's (a random miss beside cached
+//! pages, a marker met by a random read) reads the kernel's default window
+//! at most ([`RANDOM_WINDOW`]), so random readers do not pay for the
+//! streams' windows; a window takes memory only for the pages it reads
+//! (none for a cached one, as `page_cache_ra_unbounded`); and a file's windows are
 //! capped at an eighth of the cache (but not below 128 KiB), so a stream
 //! cannot flush a small cache. The streams' windows not yet read are
 //! capped over the whole cache too ([`UnreadCap`]): several streams at
@@ -304,6 +308,13 @@ impl RaState {
         }
         let contig = if whole { contig * 2 } else { contig };
         self.stream = near;
+        // A random reader's cached neighbours look like a stream's traces:
+        // its window is the kernel's at most (`RANDOM_WINDOW`).
+        let max = if near {
+            max
+        } else {
+            max.min(RANDOM_WINDOW.max(req))
+        };
         Some(self.start_window(index, (contig + req).min(max), 1, req))
     }
 
@@ -323,19 +334,28 @@ impl RaState {
 
     /// The asynchronous readahead of a read that reached the marker folio
     /// at `index` (of `folio_pages` pages) wanting `req` pages from there
-    /// (`page_cache_async_ra`). `next_miss(from, max)` returns the first page at or after
+    /// (`page_cache_async_ra`); `sequential`: that read goes on from its
+    /// thread's last one. `next_miss(from, max)` returns the first page at or after
     /// `from` (within `max`) that holds no folio. `None`: no window.
     pub(crate) fn on_marker(
         &mut self,
         index: u64,
         folio_pages: u64,
         req: u64,
+        sequential: bool,
         next_miss: impl FnOnce(u64, u64) -> Option<u64>,
     ) -> Option<(Window, u32)> {
         if self.ra_pages == 0 || self.random {
             return None;
         }
         let max = self.max_pages(req.max(1));
+        // Reached by a read that is not a stream's, of a window that is
+        // not one: the kernel's window at most (`RANDOM_WINDOW`).
+        let max = if sequential || self.stream {
+            max
+        } else {
+            max.min(RANDOM_WINDOW)
+        };
         let w = self.win;
         let expected = (w.start + w.size).saturating_sub(w.async_size) / folio_pages * folio_pages;
         if w.size > 0 && index == expected {
@@ -369,6 +389,17 @@ impl RaState {
         Some((self.win, self.order))
     }
 }
+
+/// The largest window of a read that is not a stream's: a random miss
+/// whose neighbours are cached (`page_cache_sync_ra`'s look-back), and a
+/// marker met by a read that does not go on from its thread's last one,
+/// of a window that is not a stream's (`page_cache_async_ra`). The
+/// kernel's default `ra_pages` (`VM_READAHEAD_PAGES`, 128 KiB): the
+/// kernel sizes these windows as a stream's, from `ra_pages`; ours allow a
+/// stream far more (see the module docs), which would have a random
+/// reader read, and reclaim for, hundreds of pages no read reaches
+/// (docs/measurements/2026-11-30-pool-readahead.md).
+pub(crate) const RANDOM_WINDOW: u64 = ReadaheadConfig::kernel().max_pages;
 
 /// One planned folio of a window.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -659,7 +690,7 @@ mod tests {
         let mut marker = w.marker();
         for _ in 0..5 {
             let (w, mut order) = st
-                .on_marker(marker, 1, 1, |_, _| unreachable!())
+                .on_marker(marker, 1, 1, true, |_, _| unreachable!())
                 .expect("on track");
             // Building it on a mapping without large folios resets the
             // order (the kernel's page_cache_ra_order does the same).
@@ -734,7 +765,7 @@ mod tests {
                 pages: 32
             })
         );
-        assert_eq!(st.on_marker(3, 1, 1, |_, _| Some(4)), None);
+        assert_eq!(st.on_marker(3, 1, 1, false, |_, _| Some(4)), None);
         let mut st = RaState::new(ReadaheadConfig::disabled());
         assert_eq!(st.sync(7, 16, u64::MAX, |_, _| None), None);
     }
@@ -749,14 +780,56 @@ mod tests {
             size: 4,
             async_size: 3,
         };
-        let (w, order) = st.on_marker(100, 1, 1, |_, _| Some(108)).unwrap();
+        let (w, order) = st.on_marker(100, 1, 1, false, |_, _| Some(108)).unwrap();
         assert_eq!(w.start, 108);
         assert_eq!(w.size, next_size(8 + 1, 32) / 4 * 4);
         assert_eq!(w.async_size, w.size);
         assert_eq!(order, 2);
         // No hole within reach: no window.
-        assert_eq!(st.on_marker(500, 1, 1, |_, _| Some(600)), None);
-        assert_eq!(st.on_marker(500, 1, 1, |_, _| None), None);
+        assert_eq!(st.on_marker(500, 1, 1, false, |_, _| Some(600)), None);
+        assert_eq!(st.on_marker(500, 1, 1, false, |_, _| None), None);
+    }
+
+    /// A read that is not a stream's reads the kernel's window at most,
+    /// whatever the maximum: a random miss's look-back window, and the
+    /// window of a marker it meets, on track or off; a stream's (near its
+    /// last window, or a read going on from its last one) the maximum.
+    #[test]
+    fn windows_of_random_reads_stay_within_the_kernels() {
+        let mut st = RaState::new(ReadaheadConfig::new(2048, 2048));
+        let prev = 4096 * 100;
+        // 900 pages cached before a miss of 16 far from any window.
+        let p = st.sync(5000, 16, prev, |i, _| Some(i - 900));
+        let want = Window {
+            start: 5000,
+            size: RANDOM_WINDOW,
+            async_size: 1,
+        };
+        assert_eq!(p, Some(SyncPlan::Window(want, 4)));
+        assert!(!st.stream);
+        // Its marker met by a random read: on track, no ramp past it.
+        let (w, _) = st
+            .on_marker(want.marker(), 1, 1, false, |_, _| unreachable!())
+            .unwrap();
+        assert!(w.size <= RANDOM_WINDOW, "{w:?}");
+        // Off track (another window's marker), random: the same.
+        let (w, _) = st
+            .on_marker(7000, 1, 16, false, |f, _| Some(f + 10))
+            .unwrap();
+        assert!(w.size <= RANDOM_WINDOW, "{w:?}");
+        // The same marker met by a read going on from its last one ramps.
+        let (w, _) = st
+            .on_marker(7000, 1, 16, true, |f, _| Some(f + 10))
+            .unwrap();
+        assert!(w.size > RANDOM_WINDOW, "{w:?}");
+        // A miss near the last window: a stream's, the whole look-back.
+        let at = w.start + w.size;
+        let p = st.sync(at, 16, prev, |i, _| Some(i - 900));
+        assert!(
+            matches!(p, Some(SyncPlan::Window(w, _)) if w.size == 916),
+            "{p:?}"
+        );
+        assert!(st.stream);
     }
 
     #[test]

@@ -347,6 +347,28 @@ impl Mapping {
         }
     }
 
+    /// The folios in pages `first..=last`, as (first page, pages) in index
+    /// order (one that begins before `first` included). Takes no
+    /// reference, as [`span_at`](Self::span_at): a plan's answer, which
+    /// the insertion that follows checks again.
+    pub(crate) fn cached_spans(&self, first: u64, last: u64) -> Vec<(u64, u64)> {
+        let mut out: Vec<(u64, u64)> = self.span_at(first).into_iter().collect();
+        let guard = self.xa.pin();
+        let Ok(iter) = self.xa.iter_ref(first..=last, &guard) else {
+            return out;
+        };
+        for (i, e) in iter {
+            let EntryRef::Item(f) = e else { continue };
+            if out.last().is_some_and(|&(a, n)| i < a + n) {
+                continue;
+            }
+            // A folio being reused under us may show anything.
+            let n = if f.index() == i { f.nr_pages() } else { 1 };
+            out.push((i, n));
+        }
+        out
+    }
+
     /// The cache state of pages `first..=last` (see
     /// [`File::cachestat`](crate::File::cachestat)): one lockless walk,
     /// no references taken; a folio's flags are read as they are at that

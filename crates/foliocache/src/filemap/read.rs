@@ -871,9 +871,9 @@ impl Mapping {
         let req = last.saturating_sub(index) + 1;
         let (slots, insert) = {
             let mut st = ra.state.lock();
-            let Some((_, mut order)) =
-                st.on_marker(index, pages, req, |from, max| self.next_miss(from, max))
-            else {
+            let Some((_, mut order)) = st.on_marker(index, pages, req, sequential, |from, max| {
+                self.next_miss(from, max)
+            }) else {
                 return;
             };
             // Within the cache's cap on unread readahead.
@@ -971,11 +971,27 @@ impl Mapping {
     /// insertion goes on after it. Returns the folios inserted (locked, not
     /// uptodate), in index order.
     pub(crate) fn insert_batched(&self, slots: &[Slot], dropbehind: bool) -> Vec<LockedFolio<'_>> {
+        // Memory only for the slots that hold no cached page; the others'
+        // holes are filled page by page (the kernel's
+        // `page_cache_ra_unbounded` allocates nothing for a page that is
+        // there). A window over cached pages would otherwise reclaim as
+        // much of the cache as it spans, and give it back unused.
+        let (clear, taken) = self.split_cached(slots);
+        let mut holes = Vec::new();
+        for s in taken {
+            if !self.fill_holes(s, dropbehind, &mut holes) {
+                break;
+            }
+        }
+        let slots = &clear[..];
         // The whole window's memory first: one bulk allocation per order
         // (a window has one or two), handed out in plan order.
         let orders: Vec<u32> = slots.iter().map(|s| s.order).collect();
         let Some(folios) = self.new_folios_planned(&orders, true) else {
-            return self.insert_single(slots, dropbehind);
+            let mut out = self.insert_single(slots, dropbehind);
+            out.extend(holes);
+            out.sort_by_key(|f| f.index());
+            return out;
         };
         for (f, s) in folios.iter().zip(slots) {
             if s.marker {
@@ -989,7 +1005,6 @@ impl Mapping {
             }
         }
         let mut inserted = vec![false; folios.len()];
-        let mut holes = Vec::new();
         let mut i = 0;
         while i < folios.len() {
             match self.add_folio_range(&folios[i..], slots[i].index) {
@@ -1024,6 +1039,24 @@ impl Mapping {
             out.sort_by_key(|f| f.index());
         }
         out
+    }
+
+    /// `slots` (in index order) split into those that hold no cached page
+    /// and those that hold one.
+    fn split_cached(&self, slots: &[Slot]) -> (Vec<Slot>, Vec<Slot>) {
+        let (Some(first), Some(last)) = (slots.first(), slots.last()) else {
+            return (Vec::new(), Vec::new());
+        };
+        let spans = self.cached_spans(first.index, last.index + (1u64 << last.order) - 1);
+        if spans.is_empty() {
+            return (slots.to_vec(), Vec::new());
+        }
+        let mut spans = spans.into_iter().peekable();
+        slots.iter().partition(|s| {
+            let end = s.index + (1u64 << s.order);
+            while spans.next_if(|&(a, n)| a + n <= s.index).is_some() {}
+            spans.peek().is_none_or(|&(a, _)| a >= end)
+        })
     }
 
     /// One allocation and one [`Mapping::add_folio`] per folio (the kernel's

@@ -46,6 +46,10 @@ mod future;
 /// and random streams, advice.
 mod readahead;
 
+/// Random reads and readahead: the kernel's window at most beside cached
+/// pages, memory only for the pages a window reads.
+mod readahead_random;
+
 /// Uncached reads and writes (`DONTCACHE`) and the figures that show them.
 mod dontcache;
 
