@@ -184,13 +184,15 @@ cp Cargo.lock target/packaged/
 # its check: a fresh machine downloads about 115 MiB a toolchain, which
 # the builds need not wait for. rustup is not made for concurrent
 # installs (Miri's nightly is installed beside too): every install holds
-# target/rustup.lock. Their output is printed whole at the end.
+# target/rustup.lock, and none updates rustup itself
+# (`--no-self-update`: the steps' cargo runs through the rustup binary
+# meanwhile). Their output is printed whole at the end.
 if ! command -v rustup >/dev/null 2>&1 && [ "${CI:-}" = true ]; then
   echo "no rustup: cannot install the Rust versions the crates declare (${!by_msrv[*]})" >&2
   exit 1
 fi
 rustup_install() {
-  flock target/rustup.lock rustup toolchain install --profile minimal "$@"
+  flock target/rustup.lock rustup toolchain install --no-self-update --profile minimal "$@"
 }
 msrv_checks() {
   for v in "${!by_msrv[@]}"; do
