@@ -51,8 +51,12 @@ finish_beside() {
 # The FUSE mount's tests need fusermount3 (package fuse3; as root only to
 # unmount), fio (the verified workloads through the mount), sqlite3 and
 # db_bench (rocksdb-tools): real programs through the mount; the
-# interposer's, fio and sqlite3.
-missing=()
+# interposer's, fio and sqlite3. Only the tests run these (`missing`):
+# they are installed beside the builds (it waits on the network and on
+# dpkg), and waited for before the first step that runs programs, the
+# `bench --quick` smoke run. What the builds need (`build_missing`) is
+# installed first.
+missing=() build_missing=()
 command -v fio >/dev/null 2>&1 || missing+=(fio)
 command -v sqlite3 >/dev/null 2>&1 || missing+=(sqlite3)
 command -v fusermount3 >/dev/null 2>&1 || missing+=(fuse3)
@@ -69,19 +73,38 @@ command -v stress-ng >/dev/null 2>&1 || missing+=(stress-ng)
 # The advisor scenario's db_bench trace is recorded with strace.
 command -v strace >/dev/null 2>&1 || missing+=(strace)
 # The C API's install test builds a program with pkg-config's flags.
-command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
+command -v pkg-config >/dev/null 2>&1 || build_missing+=(pkg-config)
 # foliocache-sqlite links the system's libsqlite3 (rusqlite, found by
 # pkg-config).
-pkg-config --exists sqlite3 2>/dev/null || missing+=(libsqlite3-dev)
+pkg-config --exists sqlite3 2>/dev/null || build_missing+=(libsqlite3-dev)
 # The SQLite extension's tests load it into Debian's Python (built with
-# loadable extensions, over the system's libsqlite3).
-[ -x /usr/bin/python3 ] || missing+=(python3)
+# loadable extensions, over the system's libsqlite3); moto's environment
+# (below, beside the builds) is made with it.
+[ -x /usr/bin/python3 ] || build_missing+=(python3)
+apt_install() {
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y --no-install-recommends "$@" >/dev/null 2>&1 ||
+    { apt-get update >/dev/null && apt-get install -y --no-install-recommends "$@" >/dev/null; }
+}
+can_apt=false
+[ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && can_apt=true
+if [ ${#build_missing[@]} -gt 0 ]; then
+  if $can_apt; then
+    step "installing ${build_missing[*]} (the builds)"
+    apt_install "${build_missing[@]}"
+  else
+    echo "note: ${build_missing[*]} missing and not root: the builds of foliocache-sqlite and the C API's install test need them"
+  fi
+fi
+# Not killed when the run stops early (dpkg is left to finish); waited
+# for (`apt_pid`) before the `bench --quick` smoke run.
+apt_pid=
 if [ ${#missing[@]} -gt 0 ]; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    step "installing ${missing[*]} (FUSE mount tests)"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null 2>&1 ||
-      { apt-get update >/dev/null && apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null; }
+  if $can_apt; then
+    mkdir -p target
+    echo "installing ${missing[*]} (the tests' programs) beside the builds"
+    apt_install "${missing[@]}" >target/apt.log 2>&1 &
+    apt_pid=$!
   else
     echo "note: ${missing[*]} missing and not root: the FUSE mount tests will skip (they fail under CI=true)"
   fi
@@ -157,21 +180,25 @@ cp Cargo.lock target/packaged/
 # directory, target/msrv, so they wait for no build of the workspace's):
 # four toolchains checking every dependency again are about 3.5 minutes of
 # both cores, most of which the steps leave idle (docs/testing.md, "What
-# each step costs"). The toolchains are installed first, here, one at a
-# time (rustup is not made for concurrent installs: Miri's nightly is
-# installed beside). Their output is printed whole at the end.
-if command -v rustup >/dev/null 2>&1; then
-  for v in "${!by_msrv[@]}"; do
-    rustup toolchain list | grep -q "^$v" || rustup toolchain install "$v" --profile minimal
-  done
-elif [ "${CI:-}" = true ]; then
+# each step costs"). Each toolchain is installed there too, just before
+# its check: a fresh machine downloads about 115 MiB a toolchain, which
+# the builds need not wait for. rustup is not made for concurrent
+# installs (Miri's nightly is installed beside too): every install holds
+# target/rustup.lock, and none updates rustup itself
+# (`--no-self-update`: the steps' cargo runs through the rustup binary
+# meanwhile). Their output is printed whole at the end.
+if ! command -v rustup >/dev/null 2>&1 && [ "${CI:-}" = true ]; then
   echo "no rustup: cannot install the Rust versions the crates declare (${!by_msrv[*]})" >&2
   exit 1
 fi
+rustup_install() {
+  flock target/rustup.lock rustup toolchain install --no-self-update --profile minimal "$@"
+}
 msrv_checks() {
   for v in "${!by_msrv[@]}"; do
     step "MSRV: cargo +$v check${by_msrv[$v]} (from their packages)"
     if command -v rustup >/dev/null 2>&1; then
+      rustup toolchain list | grep -q "^$v" || rustup_install "$v"
       # shellcheck disable=SC2086 # one -p argument per crate
       (cd target/packaged && CARGO_TARGET_DIR=../msrv cargo "+$v" check --quiet ${by_msrv[$v]})
     else
@@ -185,8 +212,18 @@ start_beside target/msrv.log msrv_checks
 msrv_pid=${beside_pids[-1]}
 
 # Miri beside the steps too (target/miri): it interprets on one core for
-# most of its 4.5 minutes. Its output is printed whole at the end.
-start_beside target/miri.log bash scripts/miri.sh
+# most of its 4.5 minutes. Its nightly, with the rust-src component `cargo
+# miri setup` would otherwise add itself, is installed here under the
+# lock (scripts/miri.sh installs it when run alone). Its output is
+# printed whole at the end.
+miri_beside() {
+  if command -v rustup >/dev/null 2>&1 && ! cargo +nightly miri --version >/dev/null 2>&1; then
+    printf '\n==> installing nightly with miri and rust-src (rustup)\n'
+    rustup_install nightly --component miri --component rust-src
+  fi
+  bash scripts/miri.sh
+}
+start_beside target/miri.log miri_beside
 miri_pid=${beside_pids[-1]}
 
 # Every release build below (the benchmarks, the `bench --quick` smoke
@@ -227,6 +264,9 @@ RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
 # field, the readahead scenario's summary ratios and the SVG plot, and
 # prints the bench's tables here.
 step "bench smoke run: foliocache bench --quick on 8 MiB, JSON and plot checked"
+if [ -n "$apt_pid" ]; then
+  wait "$apt_pid" || { cat target/apt.log >&2; echo "installing ${missing[*]} failed" >&2; exit 1; }
+fi
 cargo test --release "${workspace[@]}" --test it quick_seeds_smoke_run -- --nocapture
 
 # The object-store cache and the mount of a bucket through a real
@@ -266,7 +306,7 @@ export XDG_STATE_HOME="$PWD/target/test-state"
 # them); a test that builds meanwhile waits for it. Its output is printed
 # whole after theirs.
 step "cargo test --workspace --release: the build"
-cargo test --release "${workspace[@]}" --no-run
+cargo test --release "${workspace[@]}" --no-run --message-format=json-render-diagnostics >target/test-build.json
 builds_beside_tests() {
   sleep 10
   cargo build --release -p foliocache-capi
@@ -277,9 +317,45 @@ builds_beside_tests() {
 start_beside target/beside.log builds_beside_tests
 tests_beside_pid=${beside_pids[-1]}
 
-step "cargo test --workspace --release, the cdylibs and the object_store 0.13 tests built beside them"
-# (the S3 tests, `s3::`, ran above with their server)
-cargo test --release "${workspace[@]}" -- --skip quick_seeds_smoke_run --skip s3::
+# The tests in two lanes at once: cargo runs one test binary at a time,
+# and the binaries wait on fsync, forks, sleeps and real programs for
+# most of their time (docs/testing.md, "What each step costs"). The CLI's
+# binaries (its `it`, the longest: db_bench, redb, PostgreSQL, fsstress,
+# crash trials; and the binary's unit tests) run in one lane, from the
+# build above, as cargo would run them (in the crate's directory, `CARGO`
+# set: its tests build the cdylibs with it); `cargo test --exclude
+# foliocache-cli` runs every other binary and the doctests in the other.
+# Excluding the CLI changes no unit of the build: the other crates' units
+# and their features are the workspace's (docs/testing.md). A failing
+# lane fails the run; the CLI's output is printed whole after the other's.
+mapfile -t cli_tests < <(python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if (m.get("reason") == "compiler-artifact" and m.get("executable")
+            and m["profile"]["test"] and m["manifest_path"] == sys.argv[1]):
+        print(m["executable"])
+' "$PWD/crates/cli/Cargo.toml" <target/test-build.json)
+[ ${#cli_tests[@]} -ge 2 ] || { echo "the CLI's test binaries were not found in the build's messages" >&2; exit 1; }
+cli_lane() {
+  local exe
+  cd crates/cli
+  export CARGO CARGO_MANIFEST_DIR="$PWD"
+  CARGO=$(rustup which cargo 2>/dev/null || command -v cargo)
+  for exe in "${cli_tests[@]}"; do
+    printf '     Running %s\n' "$exe"
+    "$exe" --skip quick_seeds_smoke_run --skip s3:: || return
+  done
+}
+
+step "cargo test --workspace --release in two lanes (the CLI's binaries; the rest), the cdylibs and the object_store 0.13 tests built beside them"
+# (the S3 tests, `s3::`, and the quick smoke run ran above)
+cli_lane >target/cli-tests.log 2>&1 &
+cli_pid=$!
+beside_pids+=("$cli_pid")
+cargo test --release "${workspace[@]}" --exclude foliocache-cli -- --skip quick_seeds_smoke_run --skip s3::
+step "the CLI's tests (the other lane): waiting for them, their output"
+finish_beside "$cli_pid" target/cli-tests.log "the CLI's tests"
 
 step "the cdylibs' builds, the object-store cache over object_store 0.13 (DataFusion 55's): waiting for them, their output"
 finish_beside "$tests_beside_pid" target/beside.log "the builds and tests beside the workspace's tests"
