@@ -59,8 +59,9 @@ pub const DEFAULT_MAX_OBJECTS: usize = 4096;
 /// [`Cache`], and passes writes and listings through.
 ///
 /// Each object read is tracked as one version (its e_tag, or version id):
-/// a HEAD finds it, and its bytes are read into a mapping of the cache by
-/// ranged GETs pinned to that version. See the crate documentation for
+/// its first read's GET (of a bounded range) or a HEAD finds it, and its
+/// bytes are read into a mapping of the cache by ranged GETs pinned to
+/// that version. See the crate documentation for
 /// what is cached and when it is dropped.
 ///
 /// ```
@@ -73,7 +74,7 @@ pub const DEFAULT_MAX_OBJECTS: usize = 4096;
 /// let path = Path::from("data/part-0");
 /// store.put(&path, vec![7u8; 100_000].into()).await?;
 ///
-/// let a = store.get_range(&path, 4096..8192).await?; // a HEAD, then one GET
+/// let a = store.get_range(&path, 4096..8192).await?; // one GET, no HEAD
 /// let b = store.get_range(&path, 4096..8192).await?; // from memory
 /// assert_eq!(a, b);
 /// assert_eq!(store.stats().remote_gets, 1);
