@@ -586,11 +586,15 @@ impl<S: ObjectStore> CachedStore<S> {
         drop(taken);
         Counters::add(&self.counters.get_bytes, data.len() as u64);
         self.counters.link.record(answered - asked, data.len() as u64, answered.elapsed());
-        // Bytes of the blocks asked, at their offset: else not handed on.
+        // Bytes of the blocks asked, at their offset, for a read that
+        // follows (its preconditions hold, its range is valid): else not
+        // handed on, so that no bytes wait beside the cache for a miss
+        // that will not come.
         let whole = range.start == pages.start
             && range.end == pages.end.min(meta.size)
             && data.len() as u64 == range.end - range.start;
-        let primed = whole.then_some((range.start, data));
+        let read = r.start < meta.size && options.check_preconditions(&meta).is_ok();
+        let primed = (whole && read).then_some((range.start, data));
         let record = self.record_write(&key.0, &meta, &attributes);
         let obj = Arc::new(self.open(&key.0, meta, attributes, record, primed)?);
         self.objects.insert(key.clone(), obj.clone(), seq);

@@ -582,3 +582,28 @@ async fn a_first_read_of_no_bounded_range_looks_the_object_up() {
     // And a range of a tracked object, read again, is read as ever.
     expect(&s, &a, 100..200, &d[100..200]).await;
 }
+
+/// A first read whose precondition fails is answered `Precondition`, and
+/// its GET's bytes are not kept beside the cache for a miss that does
+/// not come: the next read of the range sends its own GET.
+#[tokio::test]
+async fn a_first_read_that_fails_its_precondition_keeps_no_bytes() {
+    let (s, seen) = store(4 << 20);
+    let p = Path::from("first-cond");
+    let d = data(50_000, 73);
+    put_outside(&s, &p, d.clone()).await;
+    let opts = GetOptions {
+        if_match: Some("\"not-the-e-tag\"".into()),
+        range: Some(GetRange::Bounded(1000..2000)),
+        ..GetOptions::default()
+    };
+    let e = s
+        .get_opts(&p, opts)
+        .await
+        .err()
+        .expect("a failed precondition");
+    assert!(matches!(e, object_store::Error::Precondition { .. }), "{e}");
+    assert_eq!((seen.heads(), seen.gets()), (0, 1));
+    expect(&s, &p, 1000..2000, &d[1000..2000]).await;
+    assert_eq!((seen.heads(), seen.gets()), (0, 2));
+}
