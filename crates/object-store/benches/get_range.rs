@@ -37,6 +37,7 @@
 use std::hint::black_box;
 use std::ops::Range;
 
+use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use foliocache_object_store::CachedStore;
 use futures_util::FutureExt;
@@ -114,6 +115,22 @@ fn read_all(store: &impl ObjectStore, path: &Path, ranges: &[Range<u64>]) -> usi
     n
 }
 
+/// [`read_all`] with `then` of each range and its bytes (a bound's extra
+/// work) in place of their length.
+fn read_with(
+    store: &impl ObjectStore,
+    path: &Path,
+    ranges: &[Range<u64>],
+    then: impl Fn(&Range<u64>, Bytes) -> usize,
+) -> usize {
+    let mut n = 0;
+    for r in ranges {
+        let got = store.get_range(path, r.clone()).now_or_never();
+        n += black_box(then(r, got.expect("a hit is ready").expect("read")));
+    }
+    n
+}
+
 fn bench(c: &mut Criterion) {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let data = object();
@@ -144,17 +161,53 @@ fn bench(c: &mut Criterion) {
         b.iter(|| read_all(&cached, &path, &small))
     });
     g.finish();
+
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let file_path = dir.join("objstore-bench-get-range");
+    std::fs::write(&file_path, &data).expect("write the local file");
+    // The bounds: the same 4 KiB pages of a local file read at random
+    // (no readahead: 4 KiB folios, as the store's random misses make).
+    let lend_cache = foliocache::Cache::builder()
+        .capacity((SIZE / 4) as usize)
+        .build()
+        .expect("cache");
+    let lend_file = lend_cache.open(&file_path).expect("open");
+    lend_file
+        .advise(0, SIZE, foliocache::Advice::Random)
+        .expect("advise");
+    let mut page = vec![0u8; 4096];
+    for r in &small {
+        lend_file.read_at(&mut page, r.start).expect("warm");
+    }
+    let lend = |r: &Range<u64>| {
+        let pin = lend_file.pin_cached_owned(r.start, 4096).expect("cached");
+        Bytes::from_owner(pin)
+    };
+    let copy = |r: &Range<u64>| {
+        let pin = lend_file.pin_cached(r.start, 4096).expect("cached");
+        Bytes::copy_from_slice(&pin)
+    };
     interleaved(
         "get_range_4k",
         &mut [
             ("InMemory", &mut || read_all(&memory, &path, &small)),
             ("CachedStore", &mut || read_all(&cached, &path, &small)),
+            ("InMemory + a lend (the floor lending)", &mut || {
+                read_with(&memory, &path, &small, |r, b| b.len() + lend(r).len())
+            }),
+            ("InMemory + a copy (the floor copying)", &mut || {
+                read_with(&memory, &path, &small, |_, b| {
+                    Bytes::copy_from_slice(&b).len()
+                })
+            }),
+            ("the lend alone", &mut || {
+                small.iter().map(|r| black_box(lend(r)).len()).sum()
+            }),
+            ("a pin and a copy alone", &mut || {
+                small.iter().map(|r| black_box(copy(r)).len()).sum()
+            }),
         ],
     );
-
-    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let file_path = dir.join("objstore-bench-get-range");
-    std::fs::write(&file_path, &data).expect("write the local file");
     let file_cache = foliocache::Cache::builder()
         .capacity((SIZE + SIZE / 4) as usize)
         .build()

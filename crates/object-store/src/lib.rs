@@ -15,8 +15,10 @@
 //! # Concepts
 //! - A [`CachedStore<S>`] wraps any `S: ObjectStore` and is one itself
 //!   (object_store 0.14, the version SlateDB 0.18 and lance 14 build on).
-//! - Each object read is tracked as **one version**: a HEAD finds its size
-//!   and e_tag (or version id), and a mapping of the [`foliocache::Cache`]
+//! - Each object read is tracked as **one version**: its first read's
+//!   request (the GET of a bounded range's blocks, whose bytes it keeps;
+//!   else, and with a disk tier, a HEAD) finds its size and e_tag (or
+//!   version id), and a mapping of the [`foliocache::Cache`]
 //!   is opened over a backing whose block reads are **ranged GETs pinned to
 //!   that version** (`If-Match`, or the version id). Folios are keyed by
 //!   (path, version, offset): the mapping is the version, its index the
@@ -67,7 +69,7 @@
 //! | what | takes | may block |
 //! |---|---|---|
 //! | the table of tracked objects | one rwlock, a leaf: shared for a lookup, exclusive for an insert or a removal; never across a store call or a read | no |
-//! | a lookup of an object not tracked | its key's gate (an async mutex) across the HEAD | the task waits for the lookup before it |
+//! | a lookup of an object not tracked | its key's gate (an async mutex) across the HEAD or first GET | the task waits for the lookup before it |
 //! | a read | the cache's locks, as [`foliocache::File::read_at`] takes them; a miss runs on tokio's blocking pool, never on a runtime worker | a miss: for its GET, on the blocking thread |
 //! | a miss's GET | no lock of this crate; the folio locks of the run it fills | for the GET, driven by the runtime's handle |
 //! | the GET budget | its bytes, taken with the run's folio locks held; a holder waits on nothing that takes a folio lock | while the bytes in flight would pass the budget |
@@ -83,11 +85,11 @@
 //! let path = Path::from("sst/000001.sst");
 //! store.put(&path, vec![1u8; 1 << 20].into()).await?;
 //!
-//! let block = store.get_range(&path, 65536..69632).await?; // HEAD + one GET
+//! let block = store.get_range(&path, 65536..69632).await?; // one GET, no HEAD
 //! let again = store.get_range(&path, 65536..69632).await?; // memory
 //! assert_eq!(block, again);
 //! let s = store.stats();
-//! assert_eq!((s.remote_heads, s.remote_gets, s.hits), (1, 1, 1));
+//! assert_eq!((s.remote_heads, s.remote_gets, s.hits), (0, 1, 1));
 //!
 //! store.put(&path, vec![2u8; 1 << 20].into()).await?; // invalidates
 //! assert_eq!(store.get_range(&path, 0..1).await?[0], 2);

@@ -144,6 +144,11 @@ pub(crate) struct RemoteBacking<S> {
     /// What the store last said of this version, shared with its
     /// `Object`: each GET's answer says it again (super::objects::Validity).
     validity: Arc<Validity>,
+    /// The bytes of this version at an offset that the GET which found
+    /// it brought (`CachedStore`'s first read of an object): the first
+    /// miss takes them, serving what of its range they hold without a
+    /// GET ([`with_primed`](Self::with_primed)).
+    primed: Mutex<Option<(u64, Bytes)>>,
 }
 
 /// What writes a version's record to the tier ([`RemoteBacking::new`]).
@@ -175,7 +180,17 @@ impl<S: ObjectStore> RemoteBacking<S> {
             record: Mutex::new(None),
             once: Arc::default(),
             validity: Arc::new(Validity::new()),
+            primed: Mutex::new(None),
         }
+    }
+
+    /// The backing, `data` (this version's bytes at `at`, brought by the
+    /// GET that found the version) served to its first miss, once: what
+    /// of the miss's range `data` holds is not fetched again. Memory is
+    /// held until the first miss, which the read that made the GET is.
+    pub(crate) fn with_primed(self, primed: Option<(u64, Bytes)>) -> Self {
+        *self.primed.lock() = primed;
+        self
     }
 
     /// The backing, its GETs' answers told to `validity` (shared with
@@ -260,6 +275,28 @@ impl<S: ObjectStore> RemoteBacking<S> {
             bytes: paid.bytes,
             len: range.end - range.start,
         });
+        Ok(())
+    }
+
+    /// [`read_range`](Self::read_range), but the part of `range` the
+    /// primed bytes hold (the first miss only: they are taken, used or
+    /// not) handed from them; the rest, before and after it, read.
+    fn read_primed(&self, range: Range<u64>, fill: Fill<'_>) -> object_store::Result<()> {
+        let Some((at, data)) = self.primed.lock().take() else {
+            return self.read_range(range, fill);
+        };
+        let lo = range.start.max(at);
+        let hi = range.end.min(at + data.len() as u64);
+        if lo >= hi {
+            return self.read_range(range, fill);
+        }
+        if range.start < lo {
+            self.read_range(range.start..lo, fill)?;
+        }
+        fill(lo, &data[(lo - at) as usize..(hi - at) as usize]);
+        if hi < range.end {
+            self.read_range(hi..range.end, fill)?;
+        }
         Ok(())
     }
 
@@ -823,7 +860,7 @@ impl<S: ObjectStore> Backing for RemoteBacking<S> {
                 offset,
                 cur: (0, offset),
             };
-            self.read_range(offset..end, &mut |at, data| to.put(at, data))
+            self.read_primed(offset..end, &mut |at, data| to.put(at, data))
                 .map_err(io::Error::other)?;
         }
         // Zero what lies past the end of the object (the trait's

@@ -8,7 +8,7 @@ use std::ops::Range;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -20,6 +20,7 @@ use object_store::{
     MultipartUpload, ObjectMeta, ObjectStore, PutMultipartOptions, PutOptions, PutPayload,
     PutResult, RenameOptions, Result,
 };
+use backing::BLOCK;
 use tokio::runtime::Handle;
 
 use super::budget::GetBudget;
@@ -58,8 +59,9 @@ pub const DEFAULT_MAX_OBJECTS: usize = 4096;
 /// [`Cache`], and passes writes and listings through.
 ///
 /// Each object read is tracked as one version (its e_tag, or version id):
-/// a HEAD finds it, and its bytes are read into a mapping of the cache by
-/// ranged GETs pinned to that version. See the crate documentation for
+/// its first read's GET (of a bounded range) or a HEAD finds it, and its
+/// bytes are read into a mapping of the cache by ranged GETs pinned to
+/// that version. See the crate documentation for
 /// what is cached and when it is dropped.
 ///
 /// ```
@@ -72,7 +74,7 @@ pub const DEFAULT_MAX_OBJECTS: usize = 4096;
 /// let path = Path::from("data/part-0");
 /// store.put(&path, vec![7u8; 100_000].into()).await?;
 ///
-/// let a = store.get_range(&path, 4096..8192).await?; // a HEAD, then one GET
+/// let a = store.get_range(&path, 4096..8192).await?; // one GET, no HEAD
 /// let b = store.get_range(&path, 4096..8192).await?; // from memory
 /// assert_eq!(a, b);
 /// assert_eq!(store.stats().remote_gets, 1);
@@ -393,7 +395,7 @@ impl<S: ObjectStore> CachedStore<S> {
         }
         let seq = self.objects.seq();
         let record = self.record_write(path, &meta, &Attributes::default());
-        let obj = Arc::new(self.open(path, meta, Attributes::default(), record)?);
+        let obj = Arc::new(self.open(path, meta, Attributes::default(), record, None)?);
         self.objects.insert(key, obj, seq);
         Ok(())
     }
@@ -494,11 +496,17 @@ impl<S: ObjectStore> CachedStore<S> {
             return Ok((key, obj.clone()));
         }
         // A version a GET found gone: the tier's record may name it still.
+        let untracked = tracked.is_none();
         let superseded = tracked.is_some_and(|o| o.superseded());
         let seq = self.objects.seq();
         let latest = options.version.is_none();
         if trust_record && !superseded && latest && self.revalidate_after.is_none() {
             if let Some(obj) = self.recorded(&key, options, seq).await {
+                return Ok((key, obj));
+            }
+        }
+        if untracked && latest && self.tier.is_none() {
+            if let Some(obj) = self.first_get(&key, options, seq).await? {
                 return Ok((key, obj));
             }
         }
@@ -524,9 +532,73 @@ impl<S: ObjectStore> CachedStore<S> {
             true => self.record_write(location, &found.meta, &found.attributes),
             false => None,
         };
-        let obj = Arc::new(self.open(location, found.meta, found.attributes, record)?);
+        let obj = Arc::new(self.open(location, found.meta, found.attributes, record, None)?);
         self.objects.insert(key.clone(), obj.clone(), seq);
         Ok((key, obj))
+    }
+
+    /// The latest version of `key`'s path, not tracked, found by the GET
+    /// of the read `options` asks (a range of at most [`CHUNK`] bytes),
+    /// widened to whole blocks, instead of a HEAD: its answer names the
+    /// version and its attributes as a HEAD's would, and its bytes are
+    /// handed to the mapping's first miss (`RemoteBacking::with_primed`),
+    /// the read that follows: one round trip to the first byte, as the
+    /// uncached store's, not two. Tracked unless a write invalidated the
+    /// path since `seq`. `None` (a HEAD then) for another read, or if
+    /// the GET fails (the HEAD says why). Not with a disk tier, whose
+    /// admission counts each miss's GETs (crate::disk): its first read
+    /// sends a HEAD first.
+    ///
+    /// # Errors
+    /// Opening the version's mapping in the cache.
+    async fn first_get(&self, key: &Key, options: &GetOptions, seq: u64) -> Result<Option<Arc<Object>>> {
+        let Some(GetRange::Bounded(r)) = &options.range else {
+            return Ok(None);
+        };
+        let block = BLOCK as u64;
+        let Some(end) = r.end.checked_next_multiple_of(block) else {
+            return Ok(None);
+        };
+        if options.head || r.start >= r.end || r.end - r.start > CHUNK {
+            return Ok(None);
+        }
+        let pages = r.start / block * block..end;
+        let get = GetOptions {
+            range: Some(GetRange::Bounded(pages.clone())),
+            ..GetOptions::default()
+        };
+        let taken = self.budget.take(pages.end - pages.start).await?;
+        Counters::add(&self.counters.gets, 1);
+        let asked = Instant::now();
+        let found = self.inner.get_opts(&key.0, get).await;
+        let answered = Instant::now();
+        let got = match found {
+            Ok(f) => {
+                let (meta, attributes, range) = (f.meta.clone(), f.attributes.clone(), f.range.clone());
+                f.bytes().await.map(|data| (meta, attributes, range, data))
+            }
+            Err(e) => Err(e),
+        };
+        let Ok((meta, attributes, range, data)) = got else {
+            Counters::add(&self.counters.get_errors, 1);
+            return Ok(None);
+        };
+        drop(taken);
+        Counters::add(&self.counters.get_bytes, data.len() as u64);
+        self.counters.link.record(answered - asked, data.len() as u64, answered.elapsed());
+        // Bytes of the blocks asked, at their offset, for a read that
+        // follows (its preconditions hold, its range is valid): else not
+        // handed on, so that no bytes wait beside the cache for a miss
+        // that will not come.
+        let whole = range.start == pages.start
+            && range.end == pages.end.min(meta.size)
+            && data.len() as u64 == range.end - range.start;
+        let read = r.start < meta.size && options.check_preconditions(&meta).is_ok();
+        let primed = (whole && read).then_some((range.start, data));
+        let record = self.record_write(&key.0, &meta, &attributes);
+        let obj = Arc::new(self.open(&key.0, meta, attributes, record, primed)?);
+        self.objects.insert(key.clone(), obj.clone(), seq);
+        Ok(Some(obj))
     }
 
     /// `meta`'s version of `location`, its mapping opened; `record` writes
@@ -537,6 +609,7 @@ impl<S: ObjectStore> CachedStore<S> {
         meta: ObjectMeta,
         attributes: Attributes,
         record: Option<RecordWrite>,
+        primed: Option<(u64, Bytes)>,
     ) -> Result<Object> {
         let once = Arc::default();
         let validity = Arc::new(Validity::new());
@@ -550,6 +623,7 @@ impl<S: ObjectStore> CachedStore<S> {
             self.budget.clone(),
         )
         .with_record(record)
+        .with_primed(primed)
         .with_once(Arc::clone(&once))
         .with_validity(Arc::clone(&validity));
         let file = self.cache.open_backing(backing).map_err(into_store_error)?;
@@ -572,7 +646,7 @@ impl<S: ObjectStore> CachedStore<S> {
             .await
             .ok()??;
         let (meta, attributes) = record::decode(&key.0, &data)?;
-        let obj = Arc::new(self.open(&key.0, meta, attributes, None).ok()?);
+        let obj = Arc::new(self.open(&key.0, meta, attributes, None, None).ok()?);
         if !self.is_current(&obj, options) || !self.objects.insert(key.clone(), obj.clone(), seq) {
             return None;
         }

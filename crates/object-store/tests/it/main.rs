@@ -180,7 +180,8 @@ async fn a_second_read_makes_no_remote_request() {
     put(&s, &p, data(300_000, 2)).await;
     let first = s.get_range(&p, 10_000..20_000).await.unwrap();
     let (gets, heads) = (seen.gets(), seen.heads());
-    assert_eq!((gets, heads), (1, 1));
+    // The first read's GET found the object: no HEAD before it.
+    assert_eq!((gets, heads), (1, 0));
     let second = s.get_range(&p, 10_000..20_000).await.unwrap();
     assert_eq!(first, second);
     let head = s.head(&p).await.unwrap();
@@ -213,12 +214,13 @@ async fn concurrent_misses_of_one_range_make_one_request() {
     put(&s, &p, d.clone()).await;
     seen.delay_ms.store(200, Ordering::SeqCst);
     read_together(&s, &p, 40_960..81_920, &d).await;
-    assert_eq!(seen.heads(), 1, "one lookup of the object");
+    // One lookup of the object, by the GET of the range itself.
+    assert_eq!(seen.heads(), 0, "no HEAD");
     assert_eq!(seen.gets(), 1, "one GET of the range");
     // The object tracked: readers missing another range together wait on
     // the folios the first inserted.
     read_together(&s, &p, 122_880..163_840, &d).await;
-    assert_eq!((seen.heads(), seen.gets()), (1, 2));
+    assert_eq!((seen.heads(), seen.gets()), (0, 2));
 }
 
 #[tokio::test]
@@ -255,7 +257,8 @@ async fn a_version_change_serves_only_new_bytes() {
     assert_eq!(s.stats().stale_versions, 1);
     // What was cached of the old version is gone with it.
     expect(&s, &p, 0..4096, &new[..4096]).await;
-    assert_eq!(seen.heads(), 2);
+    // Each version found by its first read's GET, not a HEAD.
+    assert_eq!(seen.heads(), 0);
 }
 
 /// A store that ignores `If-Match` on GET answers a pinned GET with the
@@ -516,10 +519,89 @@ async fn the_object_read_again_stays_tracked() {
     expect(&s, &a, 0..10, &data(10, 60)).await;
     expect(&s, &b, 0..10, &data(10, 60)).await;
     expect(&s, &c, 0..10, &data(10, 60)).await;
-    assert_eq!(seen.heads(), 3);
+    // An object's lookup is its first read's GET.
+    assert_eq!(seen.gets(), 3);
     expect(&s, &a, 0..10, &data(10, 60)).await;
-    assert_eq!(seen.heads(), 3, "a stayed");
+    assert_eq!(seen.gets(), 3, "a stayed");
     expect(&s, &b, 0..10, &data(10, 60)).await;
-    assert_eq!(seen.heads(), 4, "b went");
+    assert_eq!(seen.gets(), 4, "b went");
     assert_eq!(s.stats().objects, 2);
+}
+
+/// The first read of an object not tracked is one request, as the
+/// uncached store's: the GET of its blocks, whose answer names the
+/// version (no HEAD first). Its bytes are the version's, at every offset
+/// (a range on no block boundary), and are cached: read again, in part
+/// or whole, they are hits, with no request.
+#[tokio::test]
+async fn a_first_read_is_one_get_and_its_bytes_are_cached() {
+    let (s, seen) = store(4 << 20);
+    let p = Path::from("first");
+    let d = data(100_000, 70);
+    put_outside(&s, &p, d.clone()).await;
+    expect(&s, &p, 5000..13_001, &d[5000..13_001]).await;
+    assert_eq!((seen.heads(), seen.gets()), (0, 1));
+    let st = s.stats();
+    // The blocks around the range: 4096..16_384.
+    assert_eq!((st.remote_gets, st.remote_get_bytes), (1, 12_288), "{st:?}");
+    expect(&s, &p, 4096..16_384, &d[4096..16_384]).await;
+    expect(&s, &p, 6000..7000, &d[6000..7000]).await;
+    assert_eq!((seen.heads(), seen.gets()), (0, 1));
+    // The object's end: the GET's blocks past it are not asked for.
+    let (q, e) = (Path::from("first-end"), data(10_000, 71));
+    put_outside(&s, &q, e.clone()).await;
+    expect(&s, &q, 9000..10_000, &e[9000..10_000]).await;
+    expect(&s, &q, 8192..10_000, &e[8192..10_000]).await;
+    assert_eq!((seen.heads(), seen.gets()), (0, 2));
+    assert_eq!(s.stats().remote_get_bytes, 12_288 + 1808);
+}
+
+/// A first read the GET of its blocks cannot stand for (the whole
+/// object, a suffix, a range past the end) is looked up by a HEAD, and
+/// answers as before.
+#[tokio::test]
+async fn a_first_read_of_no_bounded_range_looks_the_object_up() {
+    let (s, seen) = store(4 << 20);
+    let d = data(50_000, 72);
+    let (a, b, c) = (
+        Path::from("whole"),
+        Path::from("suffix"),
+        Path::from("past"),
+    );
+    for p in [&a, &b, &c] {
+        put_outside(&s, p, d.clone()).await;
+    }
+    let all = s.get(&a).await.unwrap().bytes().await.unwrap();
+    assert_eq!(&all[..], &d[..]);
+    let opts = GetOptions::new().with_range(Some(GetRange::Suffix(100)));
+    let tail = s.get_opts(&b, opts).await.unwrap().bytes().await.unwrap();
+    assert_eq!(&tail[..], &d[50_000 - 100..]);
+    assert_eq!(seen.heads(), 2);
+    assert!(s.get_range(&c, 60_000..60_010).await.is_err());
+    assert!(s.get_range(&Path::from("none"), 0..10).await.is_err());
+    // And a range of a tracked object, read again, is read as ever.
+    expect(&s, &a, 100..200, &d[100..200]).await;
+}
+
+/// A first read whose precondition fails is answered `Precondition`, and
+/// its GET's bytes are not kept beside the cache for a miss that does
+/// not come: the next read of the range sends its own GET.
+#[tokio::test]
+async fn a_first_read_that_fails_its_precondition_keeps_no_bytes() {
+    let (s, seen) = store(4 << 20);
+    let p = Path::from("first-cond");
+    let d = data(50_000, 73);
+    put_outside(&s, &p, d.clone()).await;
+    let opts = GetOptions {
+        if_match: Some("\"not-the-e-tag\"".into()),
+        range: Some(GetRange::Bounded(1000..2000)),
+        ..GetOptions::default()
+    };
+    let Err(e) = s.get_opts(&p, opts).await else {
+        panic!("the precondition held");
+    };
+    assert!(matches!(e, object_store::Error::Precondition { .. }), "{e}");
+    assert_eq!((seen.heads(), seen.gets()), (0, 1));
+    expect(&s, &p, 1000..2000, &d[1000..2000]).await;
+    assert_eq!((seen.heads(), seen.gets()), (0, 2));
 }
