@@ -248,6 +248,11 @@ pub struct CachedStoreStats {
     /// Reads passed to the inner store uncached: [`CacheHint::DontCache`]
     /// reads of bytes not all cached.
     pub passed_through: u64,
+    /// Read-around windows whose chunks are being written to the disk
+    /// tier in the background now (a gauge: 0 once the tier holds every
+    /// window fetched so far; a read meanwhile misses the tier and is
+    /// served by memory or the window's GET).
+    pub tier_writes_pending: u64,
     /// Objects tracked now.
     pub objects: u64,
     /// The most objects tracked at once.
@@ -425,6 +430,7 @@ impl<S: ObjectStore> CachedStore<S> {
             written_through: Counters::get(&c.written_through),
             write_waits: Counters::get(&c.write_waits),
             passed_through: Counters::get(&c.passed_through),
+            tier_writes_pending: c.pending_windows.load(Ordering::Relaxed),
             objects: self.objects.len() as u64,
             max_objects: self.objects.max() as u64,
         }
