@@ -398,7 +398,7 @@ impl RaState {
 /// kernel sizes these windows as a stream's, from `ra_pages`; ours allow a
 /// stream far more (see the module docs), which would have a random
 /// reader read, and reclaim for, hundreds of pages no read reaches
-/// (docs/measurements/2026-11-30-pool-readahead.md).
+/// (docs/design.md, readahead).
 pub(crate) const RANDOM_WINDOW: u64 = ReadaheadConfig::kernel().max_pages;
 
 /// One planned folio of a window.

@@ -31,7 +31,7 @@
 //! **Ages.** Below 1x the simulations say which share of the sample's
 //! hits a smaller clock loses; on a skewed workload which pages the
 //! sample drew (one file draws the same pages every run) moved that share
-//! by points (docs/measurements/2026-11-30-advisor-fio.md). A
+//! by points. A
 //! hit's loss turns on how long ago its page was read, which the group
 //! can count for every hit, as the private cache does (`mrc.rs`, "The
 //! draw of keys is the noise"):

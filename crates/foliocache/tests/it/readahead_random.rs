@@ -5,7 +5,7 @@
 //! takes memory only for the pages it reads. Together: random 64 KiB
 //! reads over a file of exactly the cache's size leave it whole, each
 //! byte read from the backing once (the advisor's pool at 2x, which held
-//! two thirds of the file: docs/measurements/2026-11-30-pool-readahead.md).
+//! only part of the file before).
 
 use foliocache::{Cache, File, ReadaheadConfig};
 use rand::rngs::StdRng;
