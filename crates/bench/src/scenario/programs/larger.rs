@@ -59,8 +59,7 @@ const LIMIT: FullQuick<u64> = FullQuick(256 << 20, 96 << 20);
 /// What RocksDB's own heap (table readers' indexes and filters, the
 /// memtable, the allocator's arenas) is left beside its block cache, at
 /// least: with a quarter of a small limit the cgroup's OOM killer ended
-/// `direct` runs (docs/measurements/2026-11-30-ci-time-3.md, "The
-/// `direct` way's memory").
+/// `direct` runs (docs/bench/programs.md).
 const HEAP: u64 = 40 << 20;
 /// Reads of each thread in each pass (full, and with `--quick`).
 const READS: FullQuick<u64> = FullQuick(100_000, 10_000);
