@@ -309,6 +309,18 @@ fn a_set_keeps_its_ways_and_replaces_the_least_recent() {
     assert_eq!(tier.get(key(0), 1000), None);
 }
 
+/// A disk tier of 64 slots in memory.
+fn in_memory() -> Arc<DiskTier> {
+    Arc::new(DiskTier::with_backing(MemBacking::new(), 64 * SLOT as u64).unwrap())
+}
+
+/// An empty counting store, a tier [`in_memory`], and a store over both.
+fn fresh() -> (Counting, Arc<DiskTier>, CachedStore<Counting>) {
+    let (inner, tier) = (Counting::new(), in_memory());
+    let s = tiered(inner.clone(), tier.clone());
+    (inner, tier, s)
+}
+
 /// With a disk tier too, the first read of an object not tracked is one
 /// request, the GET of its blocks (no HEAD first), and it is the tier's
 /// miss as any other: looked up in the tier, remembered by its admission
@@ -316,12 +328,10 @@ fn a_set_keeps_its_ways_and_replaces_the_least_recent() {
 /// the tier's curve; then the tier serves them with no request.
 #[tokio::test]
 async fn a_first_read_with_a_tier_is_one_get_and_the_tiers_miss() {
-    let inner = Counting::new();
+    let (inner, tier, s) = fresh();
     let p = Path::from("t/first");
     let d = data(300_000, 32);
     inner.inner.put(&p, d.clone().into()).await.unwrap();
-    let tier = Arc::new(DiskTier::with_backing(MemBacking::new(), 64 * SLOT as u64).unwrap());
-    let s = tiered(inner.clone(), tier.clone());
     let r = 70_000..90_000;
     let read = || async { s.get_range(&p, r.clone()).await.unwrap() };
     assert_eq!(&read().await[..], &d[70_000..90_000]);
@@ -373,8 +383,8 @@ async fn a_first_read_with_a_tier_answers_preconditions_as_the_store() {
             "precondition" => opts.if_match = Some("\"other\"".into()),
             _ => opts.if_match = e_tag,
         }
-        let tier = Arc::new(DiskTier::with_backing(MemBacking::new(), 64 * SLOT as u64).unwrap());
-        let s = tiered(inner.clone(), tier);
+        // A store of its own: the object not tracked.
+        let s = tiered(inner.clone(), in_memory());
         let heads = inner.seen.heads();
         let ours = s.get_opts(&p, opts.clone()).await;
         let theirs = inner.inner.get_opts(&p, opts).await;
@@ -397,12 +407,10 @@ async fn a_first_read_with_a_tier_answers_preconditions_as_the_store() {
 /// version's bytes, never the tier's chunks of the old one.
 #[tokio::test]
 async fn a_replaced_object_is_not_served_the_old_versions_chunks() {
-    let inner = Counting::new();
+    let (inner, tier, s) = fresh();
     let p = Path::from("t/replaced");
     let (old, new) = (data(300_000, 34), data(300_000, 35));
     inner.inner.put(&p, old.clone().into()).await.unwrap();
-    let tier = Arc::new(DiskTier::with_backing(MemBacking::new(), 64 * SLOT as u64).unwrap());
-    let s = tiered(inner.clone(), tier.clone());
     let r = 70_000..90_000;
     for _ in 0..2 {
         s.cache().shrink(u64::MAX);
@@ -425,11 +433,9 @@ async fn a_replaced_object_is_not_served_the_old_versions_chunks() {
 /// bytes, and serves them with no GET.
 #[tokio::test]
 async fn a_first_read_of_an_object_written_through_is_the_tiers() {
-    let inner = Counting::new();
+    let (inner, tier, s) = fresh();
     let p = Path::from("t/written");
     let d = data(300_000, 36);
-    let tier = Arc::new(DiskTier::with_backing(MemBacking::new(), 64 * SLOT as u64).unwrap());
-    let s = tiered(inner.clone(), tier.clone());
     s.put(&p, d.clone().into()).await.unwrap();
     let got = s.get_range(&p, 70_000..90_000).await.unwrap();
     assert_eq!(&got[..], &d[70_000..90_000]);
