@@ -16,8 +16,9 @@
 //! - A [`CachedStore<S>`] wraps any `S: ObjectStore` and is one itself
 //!   (object_store 0.14, the version SlateDB 0.18 and lance 14 build on).
 //! - Each object read is tracked as **one version**: its first read's
-//!   request (the GET of a bounded range's blocks, whose bytes it keeps;
-//!   else, and with a disk tier, a HEAD) finds its size and e_tag (or
+//!   request (the GET of a bounded range's blocks, whose bytes it keeps,
+//!   with a disk tier too; else, or where the tier likely holds the
+//!   object's chunks, a HEAD) finds its size and e_tag (or
 //!   version id), and a mapping of the [`foliocache::Cache`]
 //!   is opened over a backing whose block reads are **ranged GETs pinned to
 //!   that version** (`If-Match`, or the version id). Folios are keyed by

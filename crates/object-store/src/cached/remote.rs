@@ -45,7 +45,7 @@ use backing::{Backing, BackingInfo, DataPath, IoBuf, IoBufMut, BLOCK};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use object_store::path::Path;
-use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore};
+use object_store::{GetOptions, GetRange, GetResult, ObjectMeta, ObjectStore};
 use parking_lot::Mutex;
 use tokio::runtime::Handle;
 
@@ -146,8 +146,8 @@ pub(crate) struct RemoteBacking<S> {
     validity: Arc<Validity>,
     /// The bytes of this version at an offset that the GET which found
     /// it brought (`CachedStore`'s first read of an object): the first
-    /// miss takes them, serving what of its range they hold without a
-    /// GET ([`with_primed`](Self::with_primed)).
+    /// miss's [`fetch`](Self::fetch) of a range within them takes them
+    /// instead of a GET ([`with_primed`](Self::with_primed)).
     primed: Mutex<Option<(u64, Bytes)>>,
 }
 
@@ -278,26 +278,28 @@ impl<S: ObjectStore> RemoteBacking<S> {
         Ok(())
     }
 
-    /// [`read_range`](Self::read_range), but the part of `range` the
-    /// primed bytes hold (the first miss only: they are taken, used or
-    /// not) handed from them; the rest, before and after it, read.
+    /// [`read_range`](Self::read_range), the part of `range` the primed
+    /// bytes hold read on its own (before it and after it too), so that
+    /// its [`fetch`](Self::fetch) is served from them: with a disk tier,
+    /// the tier's lookup, admission and curve count it as the miss whose
+    /// GET it is. The first miss only: they are dropped after it, used or
+    /// not (a tier that held the range, a GET widened to whole chunks).
     fn read_primed(&self, range: Range<u64>, fill: Fill<'_>) -> object_store::Result<()> {
-        let Some((at, data)) = self.primed.lock().take() else {
+        let held = self.primed.lock().as_ref().map(|(at, d)| *at..*at + d.len() as u64);
+        let Some(held) = held else {
             return self.read_range(range, fill);
         };
-        let lo = range.start.max(at);
-        let hi = range.end.min(at + data.len() as u64);
-        if lo >= hi {
-            return self.read_range(range, fill);
-        }
-        if range.start < lo {
-            self.read_range(range.start..lo, fill)?;
-        }
-        fill(lo, &data[(lo - at) as usize..(hi - at) as usize]);
-        if hi < range.end {
-            self.read_range(hi..range.end, fill)?;
-        }
-        Ok(())
+        let (lo, hi) = (range.start.max(held.start), range.end.min(held.end));
+        let done = if lo < hi {
+            [range.start..lo, lo..hi, hi..range.end]
+                .into_iter()
+                .filter(|r| r.start < r.end)
+                .try_for_each(|r| self.read_range(r, &mut *fill))
+        } else {
+            self.read_range(range, fill)
+        };
+        drop(self.primed.lock().take());
+        done
     }
 
     /// [`read_range`](Self::read_range) with a disk tier, of what `ask`
@@ -388,7 +390,7 @@ impl<S: ObjectStore> RemoteBacking<S> {
         range: Range<u64>,
         sink: Fill<'_>,
         paid: &mut Paid,
-    ) -> object_store::Result<Taken> {
+    ) -> object_store::Result<Option<Taken>> {
         let n = range.end - range.start;
         let taken = self.fetch(range, sink)?;
         paid.gets += 1;
@@ -482,7 +484,7 @@ impl<S: ObjectStore> RemoteBacking<S> {
         version: &str,
         start: u64,
         pieces: Pieces,
-        held: (Leader, Taken),
+        held: (Leader, Option<Taken>),
     ) {
         let (tier, version, path) = (tier.clone(), version.to_string(), self.path.clone());
         let record = self.take_record();
@@ -519,57 +521,60 @@ impl<S: ObjectStore> RemoteBacking<S> {
     /// The GET of `range` of this version, its body handed to `sink` chunk
     /// by chunk as it streams in (at each chunk's offset in the object), so
     /// that no buffer of the body's size is made; it must be `range`'s
-    /// bytes exactly. The GET takes its bytes from the budget before it is
-    /// sent; what it took is returned, to be dropped once the bytes are
-    /// where they go (on an error, it is given back here).
-    fn fetch(&self, range: Range<u64>, sink: Fill<'_>) -> object_store::Result<Taken> {
-        let want = range.end - range.start;
-        let mut opts = version_conditions(&self.meta);
-        opts.range = Some(GetRange::Bounded(range.clone()));
-        let mut got = 0u64;
-        let get = async {
-            let taken = self.budget.take(want).await?;
-            let asked = Instant::now();
-            let r = self.store.get_opts(&self.path, opts).await?;
-            let answered = Instant::now();
+    /// bytes exactly ([`counted_get`]). What it took of the GET budget is
+    /// returned, to be dropped once the bytes are where they go (on an
+    /// error, it is given back here). A range the primed bytes hold is
+    /// handed from them instead, taking none
+    /// ([`serve_primed`](Self::serve_primed)).
+    fn fetch(&self, range: Range<u64>, sink: Fill<'_>) -> object_store::Result<Option<Taken>> {
+        if self.serve_primed(&range, sink) {
+            return Ok(None);
+        }
+        let answer = |r: &GetResult| {
             self.check_version(&r.meta)?;
             if confirms(&self.meta, &r.meta) {
                 // Answered by the current version: as a HEAD that found
                 // it unchanged now.
                 self.validity.confirm();
             }
-            let mut body = r.into_stream();
-            while let Some(chunk) = body.next().await {
-                let chunk = chunk?;
-                if got + chunk.len() as u64 > want {
-                    return Err(self.wrong_length(got + chunk.len() as u64, want));
-                }
-                sink(range.start + got, &chunk);
-                got += chunk.len() as u64;
-            }
-            Ok((taken, answered - asked, answered.elapsed()))
+            Ok(range.clone())
         };
-        Counters::add(&self.counters.gets, 1);
+        let opts = version_conditions(&self.meta);
+        let on = (&*self.store, &*self.budget, &*self.counters);
+        let get = counted_get(on, &self.path, opts, range.clone(), answer, |at, b| {
+            sink(at, &b)
+        });
         let done = match &self.runtime {
             Some(h) => h.block_on(get),
             None => block_on(get),
         };
-        Counters::add(&self.counters.get_bytes, got);
-        let (taken, latency, body) = done.inspect_err(|e| {
-            Counters::add(&self.counters.get_errors, 1);
+        done.map(Some).inspect_err(|e| {
             if gone(e) {
                 // The version pinned is not the store's any more: as a
                 // HEAD that found another would, the object is replaced
                 // at its next read, not served from memory.
                 self.validity.supersede();
             }
-        })?;
-        self.counters.link.record(latency, got, body);
-        if got != want {
-            Counters::add(&self.counters.get_errors, 1);
-            return Err(self.wrong_length(got, want));
-        }
-        Ok(taken)
+        })
+    }
+
+    /// Hands `sink` `range` from the primed bytes (the GET that found
+    /// this version brought them: counted where it was sent), taking
+    /// them, if they hold all of it; `false` (left as they are) if not.
+    fn serve_primed(&self, range: &Range<u64>, sink: Fill<'_>) -> bool {
+        let mut primed = self.primed.lock();
+        let (at, data) = match primed.take() {
+            Some((at, data)) if at <= range.start && range.end <= at + data.len() as u64 => {
+                (at, data)
+            }
+            other => {
+                *primed = other;
+                return false;
+            }
+        };
+        drop(primed);
+        sink(range.start, &data[(range.start - at) as usize..(range.end - at) as usize]);
+        true
     }
 
     /// A GET's answer of version `got` must be this mapping's.
@@ -590,17 +595,67 @@ impl<S: ObjectStore> RemoteBacking<S> {
         })
     }
 
-    /// The error of a ranged GET whose body was `got` bytes (or more),
-    /// not `want`.
-    fn wrong_length(&self, got: u64, want: u64) -> object_store::Error {
-        object_store::Error::Generic {
-            store: STORE,
-            source: format!(
-                "ranged GET of {} returned {got} bytes, not {want}",
-                self.path
-            )
-            .into(),
+}
+
+/// A ranged GET of `range` of `path` (with `opts`' conditions) as the
+/// store sends each of its own (a miss's, [`RemoteBacking::fetch`], or an
+/// object's first read, `CachedStore::first_get`), on `on`: the store,
+/// the GET budget it takes `range`'s bytes from before it is sent, and
+/// the counters that count it (the GET; the bytes its body brought; an
+/// error: the store's, `answer`'s, or a body not of `answer`'s length),
+/// its answer's latency and body timed into the link model
+/// (crate::window). `answer` checks the store's answer before its body
+/// is read and names the object's range the body holds; the body goes to
+/// `sink` piece by piece, at each piece's offset. Returns the budget
+/// taken: to be dropped once the bytes are where they go.
+pub(crate) async fn counted_get<S: ObjectStore>(
+    (store, budget, counters): (&S, &GetBudget, &Counters),
+    path: &Path,
+    mut opts: GetOptions,
+    range: Range<u64>,
+    answer: impl FnOnce(&GetResult) -> object_store::Result<Range<u64>>,
+    mut sink: impl FnMut(u64, Bytes),
+) -> object_store::Result<Taken> {
+    let mut got = 0u64;
+    let get = async {
+        let taken = budget.take(range.end - range.start).await?;
+        opts.range = Some(GetRange::Bounded(range));
+        let asked = Instant::now();
+        let r = store.get_opts(path, opts).await?;
+        let answered = Instant::now();
+        let body = answer(&r)?;
+        let want = body.end - body.start;
+        let mut stream = r.into_stream();
+        while let Some(piece) = stream.next().await {
+            let piece = piece?;
+            if got + piece.len() as u64 > want {
+                return Err(wrong_length(path, got + piece.len() as u64, want));
+            }
+            let n = piece.len() as u64;
+            sink(body.start + got, piece);
+            got += n;
         }
+        if got != want {
+            return Err(wrong_length(path, got, want));
+        }
+        counters.link.record(answered - asked, got, answered.elapsed());
+        Ok(taken)
+    };
+    Counters::add(&counters.gets, 1);
+    let done = get.await;
+    Counters::add(&counters.get_bytes, got);
+    if done.is_err() {
+        Counters::add(&counters.get_errors, 1);
+    }
+    done
+}
+
+/// The error of a ranged GET of `path` whose body was `got` bytes (or
+/// more), not `want`.
+fn wrong_length(path: &Path, got: u64, want: u64) -> object_store::Error {
+    object_store::Error::Generic {
+        store: STORE,
+        source: format!("ranged GET of {path} returned {got} bytes, not {want}").into(),
     }
 }
 

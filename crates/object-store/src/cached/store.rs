@@ -8,7 +8,7 @@ use std::ops::Range;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -31,7 +31,8 @@ use super::objects::{Key, Object, Objects, Validity};
 use super::read::{cached, prefetch, read, read_ranges, stream_rest, CHUNK};
 use super::record;
 use super::remote::{
-    gone, into_store_error, same_version, unchanged, Counters, RecordWrite, RemoteBacking,
+    counted_get, gone, into_store_error, same_version, unchanged, Counters, RecordWrite,
+    RemoteBacking, STORE,
 };
 use super::upload::InvalidatingUpload;
 
@@ -134,7 +135,9 @@ impl<S: ObjectStore> CachedStoreBuilder<S> {
     /// or not at all, as SSTs and table fragments do). Reads of a version
     /// by id are never revalidated: a version does not change. With it
     /// set, a store restarted over a disk tier does not trust the tier's
-    /// record of an object's version: its first read waits for a HEAD.
+    /// record of an object's version: its first read waits for a HEAD
+    /// (the record says the tier likely holds its chunks: not a GET of
+    /// its range).
     pub fn revalidate_after(mut self, after: Duration) -> Self {
         self.revalidate_after = Some(after);
         self
@@ -506,12 +509,21 @@ impl<S: ObjectStore> CachedStore<S> {
         let superseded = tracked.is_some_and(|o| o.superseded());
         let seq = self.objects.seq();
         let latest = options.version.is_none();
-        if trust_record && !superseded && latest && self.revalidate_after.is_none() {
-            if let Some(obj) = self.recorded(&key, options, seq).await {
+        let record = match trust_record && !superseded && latest {
+            true => self.record_of(&key).await,
+            false => None,
+        };
+        let held = record.is_some();
+        if let Some(found) = record.filter(|_| self.revalidate_after.is_none()) {
+            if let Some(obj) = self.recorded(&key, found, options, seq) {
                 return Ok((key, obj));
             }
         }
-        if untracked && latest && self.tier.is_none() {
+        // The first read's GET, but not for a path whose chunks the tier
+        // likely holds (it has its record; this store wrote it through
+        // lately): a HEAD costs no bytes.
+        let held = held || self.through.as_ref().is_some_and(|t| t.wrote(location));
+        if untracked && latest && !held {
             if let Some(obj) = self.first_get(&key, options, seq).await? {
                 return Ok((key, obj));
             }
@@ -549,11 +561,11 @@ impl<S: ObjectStore> CachedStore<S> {
     /// version and its attributes as a HEAD's would, and its bytes are
     /// handed to the mapping's first miss (`RemoteBacking::with_primed`),
     /// the read that follows: one round trip to the first byte, as the
-    /// uncached store's, not two. Tracked unless a write invalidated the
-    /// path since `seq`. `None` (a HEAD then) for another read, or if
-    /// the GET fails (the HEAD says why). Not with a disk tier, whose
-    /// admission counts each miss's GETs (crate::disk): its first read
-    /// sends a HEAD first.
+    /// uncached store's, not two. With a disk tier that miss is the
+    /// tier's as any other (its lookup, admission and curve), the GET its
+    /// fetch. Tracked unless a write invalidated the path since `seq`.
+    /// `None` (a HEAD then) for another read, or if the GET fails (the
+    /// HEAD says why).
     ///
     /// # Errors
     /// Opening the version's mapping in the cache.
@@ -569,36 +581,37 @@ impl<S: ObjectStore> CachedStore<S> {
             return Ok(None);
         }
         let pages = r.start / block * block..end;
-        let get = GetOptions {
-            range: Some(GetRange::Bounded(pages.clone())),
-            ..GetOptions::default()
-        };
-        let taken = self.budget.take(pages.end - pages.start).await?;
-        Counters::add(&self.counters.gets, 1);
-        let asked = Instant::now();
-        let found = self.inner.get_opts(&key.0, get).await;
-        let answered = Instant::now();
-        let got = match found {
-            Ok(f) => {
-                let (meta, attributes, range) = (f.meta.clone(), f.attributes.clone(), f.range.clone());
-                f.bytes().await.map(|data| (meta, attributes, range, data))
+        let mut found = None;
+        // The answer's meta, attributes and range, kept (a range not
+        // within the blocks asked: an error, the store's answer to
+        // something else).
+        let answer = |f: &GetResult| {
+            if f.range.start < pages.start || f.range.end > pages.end {
+                return Err(Error::Generic {
+                    store: STORE,
+                    source: format!("a GET of {pages:?} answered {:?}", f.range).into(),
+                });
             }
-            Err(e) => Err(e),
+            found = Some((f.meta.clone(), f.attributes.clone(), f.range.clone()));
+            Ok(f.range.clone())
         };
-        let Ok((meta, attributes, range, data)) = got else {
-            Counters::add(&self.counters.get_errors, 1);
+        let mut pieces: Vec<Bytes> = Vec::new();
+        let on = (&*self.inner, &*self.budget, &*self.counters);
+        let get = GetOptions::default();
+        let got = counted_get(on, &key.0, get, pages.clone(), answer, |_, b| pieces.push(b)).await;
+        let (Ok(taken), Some((meta, attributes, range))) = (got, found) else {
             return Ok(None);
         };
         drop(taken);
-        Counters::add(&self.counters.get_bytes, data.len() as u64);
-        self.counters.link.record(answered - asked, data.len() as u64, answered.elapsed());
+        let data = match pieces.len() {
+            1 => pieces.swap_remove(0),
+            _ => pieces.concat().into(),
+        };
         // Bytes of the blocks asked, at their offset, for a read that
         // follows (its preconditions hold, its range is valid): else not
         // handed on, so that no bytes wait beside the cache for a miss
         // that will not come.
-        let whole = range.start == pages.start
-            && range.end == pages.end.min(meta.size)
-            && data.len() as u64 == range.end - range.start;
+        let whole = range.start == pages.start && range.end == pages.end.min(meta.size);
         let read = r.start < meta.size && options.check_preconditions(&meta).is_ok();
         let primed = (whole && read).then_some((range.start, data));
         let record = self.record_write(&key.0, &meta, &attributes);
@@ -636,14 +649,10 @@ impl<S: ObjectStore> CachedStore<S> {
         Ok(Object::new(meta, attributes, file, once, validity))
     }
 
-    /// The latest version of `key`'s path as the disk tier's record has
-    /// it (a store restarted over the tier), tracked; `None` without a
-    /// tier, a record, or a tokio runtime, if it is not the version
-    /// `options` names (`If-Match`: the caller knows a newer one), or if
-    /// a write invalidated the path since `seq`. Its HEAD goes in the background
-    /// ([`Self::validate`]): the read is served meanwhile, from the
-    /// tier's chunks of that version (docs/object-store.md, "Restart").
-    async fn recorded(&self, key: &Key, options: &GetOptions, seq: u64) -> Option<Arc<Object>> {
+    /// The disk tier's record of `key`'s path (a store restarted over the
+    /// tier): its latest version and attributes as a HEAD found them;
+    /// `None` without a tier, a record, or a tokio runtime.
+    async fn record_of(&self, key: &Key) -> Option<(ObjectMeta, Attributes)> {
         let tier = self.tier.clone()?;
         let handle = Handle::try_current().ok()?;
         let rkey = record_key(key.0.as_ref());
@@ -651,7 +660,24 @@ impl<S: ObjectStore> CachedStore<S> {
             .spawn_blocking(move || tier.get_record(rkey))
             .await
             .ok()??;
-        let (meta, attributes) = record::decode(&key.0, &data)?;
+        record::decode(&key.0, &data)
+    }
+
+    /// The latest version of `key`'s path as the disk tier's record has
+    /// it (`found`, [`Self::record_of`]), tracked; `None` outside tokio,
+    /// if it is not the version `options` names (`If-Match`: the caller
+    /// knows a newer one), or if a write invalidated the path since
+    /// `seq`. Its HEAD goes in the background ([`Self::validate`]): the
+    /// read is served meanwhile, from the tier's chunks of that version
+    /// (docs/object-store.md, "Restart").
+    fn recorded(
+        &self,
+        key: &Key,
+        (meta, attributes): (ObjectMeta, Attributes),
+        options: &GetOptions,
+        seq: u64,
+    ) -> Option<Arc<Object>> {
+        let handle = Handle::try_current().ok()?;
         let obj = Arc::new(self.open(&key.0, meta, attributes, None, None).ok()?);
         if !self.is_current(&obj, options) || !self.objects.insert(key.clone(), obj.clone(), seq) {
             return None;

@@ -18,8 +18,15 @@
 //! answers without an e_tag or a version id writes nothing: a later HEAD
 //! could not name the chunks' version. What the tier does with a chunk
 //! (a failed write is counted there, `io_errors`) is the tier's.
+//!
+//! The paths written through are remembered, a few thousand, by hash
+//! ([`WriteThrough::wrote`]): the first read of one looks its version up
+//! by a HEAD, whose answer names the chunks the tier holds, instead of
+//! the GET of its range that an object's first read sends otherwise
+//! (`CachedStore::first_get`), which would fetch bytes the tier has.
 
 use super::object_store;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use object_store::path::Path;
@@ -28,7 +35,10 @@ use tokio::runtime::Handle;
 
 use super::budget::GetBudget;
 use super::remote::{version_name_of, Counters};
-use crate::disk::{chunk_key, DiskTier, CHUNK};
+use crate::disk::{chunk_key, record_key, DiskTier, CHUNK};
+
+/// The paths written through that are remembered ([`WriteThrough::wrote`]).
+const WRITTEN: usize = 4096;
 
 /// The tier a store writes its puts through to, and the queue that
 /// bounds the bytes being written.
@@ -36,6 +46,9 @@ use crate::disk::{chunk_key, DiskTier, CHUNK};
 pub(crate) struct WriteThrough {
     tier: Arc<DiskTier>,
     queue: GetBudget,
+    /// Hashes of paths written through, each at the place its hash
+    /// names (a later one there replaces it).
+    written: Box<[AtomicU64]>,
 }
 
 impl WriteThrough {
@@ -44,7 +57,16 @@ impl WriteThrough {
         WriteThrough {
             tier,
             queue: GetBudget::new(queue),
+            written: (0..WRITTEN).map(|_| AtomicU64::new(0)).collect(),
         }
+    }
+
+    /// Whether `path` was written through lately (by its hash: another
+    /// path's may answer `true`, a path written through long ago
+    /// `false`; either costs a request, not a wrong byte).
+    pub(crate) fn wrote(&self, path: &Path) -> bool {
+        let (at, hash) = place(path);
+        self.written[at].load(Ordering::Relaxed) == hash
     }
 
     /// Writes `payload`, put at `path` as the version `put` names, to the
@@ -105,11 +127,20 @@ impl WriteThrough {
             }
         };
         if done {
+            let (at, hash) = place(path);
+            self.written[at].store(hash, Ordering::Relaxed);
             Counters::add(&counters.written_through, chunks);
         } else {
             log::warn!("the write through of {path} to the disk tier did not finish (its task was cancelled or panicked): its reads go to the store");
         }
     }
+}
+
+/// Where `path` is remembered in [`WriteThrough::written`], and its hash
+/// (never 0: an empty place).
+fn place(path: &Path) -> (usize, u64) {
+    let hash = record_key(path.as_ref()) as u64 | 1;
+    ((hash >> 1) as usize % WRITTEN, hash)
 }
 
 /// Writes chunk `key` to `tier`, kept until read or not.

@@ -7,7 +7,7 @@ use backing::{AlignedBuf, Backing, MemBacking, BLOCK};
 use foliocache_object_store::disk::{chunk_key, CHUNK, SLOT};
 use foliocache_object_store::{CachedStore, DiskTier};
 use object_store::path::Path;
-use object_store::ObjectStoreExt;
+use object_store::{Error, GetOptions, GetRange, ObjectStore, ObjectStoreExt};
 use test_support::cache::TestCache;
 use test_support::TempPath;
 
@@ -307,4 +307,138 @@ fn a_set_keeps_its_ways_and_replaces_the_least_recent() {
         );
     }
     assert_eq!(tier.get(key(0), 1000), None);
+}
+
+/// A disk tier of 64 slots in memory.
+fn in_memory() -> Arc<DiskTier> {
+    Arc::new(DiskTier::with_backing(MemBacking::new(), 64 * SLOT as u64).unwrap())
+}
+
+/// An empty counting store, a tier [`in_memory`], and a store over both.
+fn fresh() -> (Counting, Arc<DiskTier>, CachedStore<Counting>) {
+    let (inner, tier) = (Counting::new(), in_memory());
+    let s = tiered(inner.clone(), tier.clone());
+    (inner, tier, s)
+}
+
+/// With a disk tier too, the first read of an object not tracked is one
+/// request, the GET of its blocks (no HEAD first), and it is the tier's
+/// miss as any other: looked up in the tier, remembered by its admission
+/// (the same pages missed again are written there), its GET counted in
+/// the tier's curve; then the tier serves them with no request.
+#[tokio::test]
+async fn a_first_read_with_a_tier_is_one_get_and_the_tiers_miss() {
+    let (inner, tier, s) = fresh();
+    let p = Path::from("t/first");
+    let d = data(300_000, 32);
+    inner.inner.put(&p, d.clone().into()).await.unwrap();
+    let r = 70_000..90_000;
+    let read = || async { s.get_range(&p, r.clone()).await.unwrap() };
+    assert_eq!(&read().await[..], &d[70_000..90_000]);
+    let seen = (inner.seen.heads(), inner.seen.gets());
+    assert_eq!(seen, (0, 1), "one GET, no HEAD");
+    let st = s.stats();
+    // The blocks around the range: 69_632..90_112.
+    assert_eq!((st.remote_gets, st.remote_get_bytes), (1, 20_480), "{st:?}");
+    assert_eq!(st.remote_heads, 0);
+    let t = tier.stats();
+    assert_eq!((t.hits, t.writes), (0, 0), "looked up, not admitted: {t:?}");
+    assert!(t.misses >= 1, "looked up: {t:?}");
+    let curve = tier.hit_ratio_curve();
+    assert_eq!(curve.at(1.0).unwrap().remote_gets, Some(1.0));
+    // Missed again: admitted, its chunks written.
+    s.cache().shrink(u64::MAX);
+    assert_eq!(&read().await[..], &d[70_000..90_000]);
+    assert!(tier.stats().writes >= 1, "{:?}", tier.stats());
+    assert_eq!(inner.seen.gets(), 2);
+    // And again: the tier's.
+    s.cache().shrink(u64::MAX);
+    assert_eq!(&read().await[..], &d[70_000..90_000]);
+    assert_eq!((inner.seen.heads(), inner.seen.gets()), (0, 2));
+    assert!(tier.stats().hits >= 1);
+}
+
+/// A first read with preconditions, with a disk tier, answers as the
+/// inner store does, with no HEAD: `If-None-Match` of the version is
+/// `NotModified`, an `If-Match` of another `Precondition`, an `If-Match`
+/// of the version its bytes.
+#[tokio::test]
+async fn a_first_read_with_a_tier_answers_preconditions_as_the_store() {
+    let inner = Counting::new();
+    let d = data(100_000, 33);
+    let kind = |e: &Error| match e {
+        Error::NotModified { .. } => "not modified",
+        Error::Precondition { .. } => "precondition",
+        _ => "another error",
+    };
+    for case in ["not modified", "precondition", "bytes"] {
+        let p = Path::from(format!("t/cond-{}", case.len()));
+        let e_tag = inner.inner.put(&p, d.clone().into()).await.unwrap().e_tag;
+        let mut opts = GetOptions {
+            range: Some(GetRange::Bounded(1000..9000)),
+            ..GetOptions::default()
+        };
+        match case {
+            "not modified" => opts.if_none_match = e_tag,
+            "precondition" => opts.if_match = Some("\"other\"".into()),
+            _ => opts.if_match = e_tag,
+        }
+        // A store of its own: the object not tracked.
+        let s = tiered(inner.clone(), in_memory());
+        let heads = inner.seen.heads();
+        let ours = s.get_opts(&p, opts.clone()).await;
+        let theirs = inner.inner.get_opts(&p, opts).await;
+        match (ours, theirs) {
+            (Ok(a), Ok(b)) => {
+                assert_eq!(case, "bytes");
+                let (a, b) = (a.bytes().await.unwrap(), b.bytes().await.unwrap());
+                assert_eq!(&a[..], &d[1000..9000]);
+                assert_eq!(a, b);
+            }
+            (Err(a), Err(b)) => assert_eq!((kind(&a), kind(&b)), (case, case), "{a}; {b}"),
+            (a, b) => panic!("{case}: ours {:?}, the store's {:?}", a.err(), b.err()),
+        }
+        assert_eq!(inner.seen.heads(), heads, "{case}: no HEAD");
+    }
+}
+
+/// An object replaced by another writer, then forgotten by the store
+/// (`invalidate`), is found again by its first read's GET: the new
+/// version's bytes, never the tier's chunks of the old one.
+#[tokio::test]
+async fn a_replaced_object_is_not_served_the_old_versions_chunks() {
+    let (inner, tier, s) = fresh();
+    let p = Path::from("t/replaced");
+    let (old, new) = (data(300_000, 34), data(300_000, 35));
+    inner.inner.put(&p, old.clone().into()).await.unwrap();
+    let r = 70_000..90_000;
+    for _ in 0..2 {
+        s.cache().shrink(u64::MAX);
+        let got = s.get_range(&p, r.clone()).await.unwrap();
+        assert_eq!(&got[..], &old[70_000..90_000]);
+    }
+    assert!(tier.stats().writes >= 1, "the old version's chunks on disk");
+    inner.inner.put(&p, new.clone().into()).await.unwrap();
+    s.invalidate(&p);
+    for _ in 0..3 {
+        s.cache().shrink(u64::MAX);
+        let got = s.get_range(&p, r.clone()).await.unwrap();
+        assert_eq!(&got[..], &new[70_000..90_000]);
+    }
+    assert_eq!(inner.seen.heads(), 0);
+}
+
+/// The first read of an object the store wrote through to its tier is
+/// looked up by a HEAD, not the GET of its range: the tier holds its
+/// bytes, and serves them with no GET.
+#[tokio::test]
+async fn a_first_read_of_an_object_written_through_is_the_tiers() {
+    let (inner, tier, s) = fresh();
+    let p = Path::from("t/written");
+    let d = data(300_000, 36);
+    s.put(&p, d.clone().into()).await.unwrap();
+    let got = s.get_range(&p, 70_000..90_000).await.unwrap();
+    assert_eq!(&got[..], &d[70_000..90_000]);
+    assert_eq!((inner.seen.heads(), inner.seen.gets()), (1, 0));
+    assert!(tier.stats().hits >= 1);
 }

@@ -121,7 +121,8 @@ async fn the_endpoint_serves_the_stores_figures_per_tier() {
         m("foliocache_object_store_remote_read_bytes_total"),
         st.remote_get_bytes
     );
-    assert_eq!(m("foliocache_object_store_remote_heads_total"), 1);
+    // None: the first read's GET found the object.
+    assert_eq!(m("foliocache_object_store_remote_heads_total"), 0);
     assert_eq!(m("foliocache_object_store_invalidations_total"), 1);
     assert_eq!(m("foliocache_object_store_disk_writes_total"), disk.writes);
     assert!(
