@@ -403,11 +403,12 @@ fn b_two_readers_fill_one_folio_with_one_io() {
 // cached reader claimed it, or made it), and every byte copied is right
 // whether the folio was dropped under the other reader or not.
 //
-// Bound 1 in CI (81 405 and 139 010 executions, about 45 s together): the
-// uncached path (trylock, removal, the LRU lock, a second fill after a
-// drop) makes long executions. At bound 2 both passed too, with 2.6 and 3.8
-// million executions in 13 and 15 minutes (`FOLIOCACHE_LOOM_BOUND=2 cargo
-// test ... --test loom -- f_`).
+// Bound 1 in CI (207 487 and 581 478 executions, the step's longest
+// models; 81 405 and 139 010 when first written): the uncached path
+// (trylock, removal, the LRU lock, a second fill after a drop) makes long
+// executions. At bound 2 both passed too, with 2.6 and 3.8 million
+// executions in 13 and 15 minutes when first written
+// (`FOLIOCACHE_LOOM_BOUND=2 cargo test ... --test loom -- f_`).
 
 /// Reads page 0 with `flags`, checking the bytes.
 fn read_page_flags(file: &File, tag: u8, flags: foliocache::ReadFlags) -> io::Result<()> {
