@@ -37,7 +37,8 @@ async fn a_loop_of_lookups_that_fits_is_read_from_memory() {
     let inner = Counting::new();
     let seen = inner.seen.clone();
     let p = Path::from("t/table.parquet");
-    let d = data(FILE as usize, 87);
+    // One copy of the file's bytes, shared with the remote's.
+    let d = bytes::Bytes::from(data(FILE as usize, 87));
     inner.inner.put(&p, d.clone().into()).await.unwrap();
     let s = CachedStore::new(inner, TestCache::bytes(FILE as usize / 4).build());
     let group = FILE / 32;
