@@ -978,16 +978,23 @@ impl Mapping {
         // much of the cache as it spans, and give it back unused.
         let (clear, taken) = self.split_cached(slots);
         let mut holes = Vec::new();
+        let slots = &clear[..];
+        // The whole window's memory first: one bulk allocation per order
+        // (a window has one or two), handed out in plan order.
+        let orders: Vec<u32> = slots.iter().map(|s| s.order).collect();
+        let folios = self.new_folios_planned(&orders, true);
+        // The cached slots' holes are filled after that allocation, as
+        // `page_cache_ra_unbounded` meets each page only when it gets
+        // there: a page the allocation reclaimed from them (the oldest
+        // pages are often the window's own, a loop's next read) is read
+        // with the window, not left a hole for the next miss, which would
+        // reclaim the pages after it in turn.
         for s in taken {
             if !self.fill_holes(s, dropbehind, &mut holes) {
                 break;
             }
         }
-        let slots = &clear[..];
-        // The whole window's memory first: one bulk allocation per order
-        // (a window has one or two), handed out in plan order.
-        let orders: Vec<u32> = slots.iter().map(|s| s.order).collect();
-        let Some(folios) = self.new_folios_planned(&orders, true) else {
+        let Some(folios) = folios else {
             let mut out = self.insert_single(slots, dropbehind);
             out.extend(holes);
             out.sort_by_key(|f| f.index());

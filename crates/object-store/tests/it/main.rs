@@ -24,6 +24,7 @@ mod revalidate;
 #[cfg(feature = "e2e-s3")]
 mod s3;
 mod shift;
+mod warm_loop;
 
 use std::ops::Range;
 use std::sync::atomic::Ordering;
