@@ -4,7 +4,6 @@
 
 use std::sync::atomic::Ordering;
 
-use backing::aio::IoEngineConfig;
 use foliocache_object_store::CachedStore;
 use object_store::path::Path;
 use object_store::ObjectStoreExt;
@@ -12,6 +11,7 @@ use test_support::cache::TestCache;
 
 use crate::counting::Counting;
 use crate::data;
+use crate::prefetch::threaded_cache;
 
 const PAGE: u64 = 4096;
 
@@ -71,13 +71,7 @@ async fn a_streams_prefetch_reaches_what_the_link_needs() {
     seen.delay_ms.store(10, Ordering::SeqCst);
     seen.piece.store(64 << 10, Ordering::SeqCst);
     seen.link_us.store(1000, Ordering::SeqCst);
-    let mut io = IoEngineConfig::new();
-    io.threads = 16;
-    let cache = foliocache::Cache::builder()
-        .capacity(256 << 20)
-        .io_engine(io)
-        .build()
-        .unwrap();
+    let cache = threaded_cache(256 << 20, 16);
     let s = CachedStore::builder(inner, cache)
         .get_budget(64 << 20)
         .build();
