@@ -209,10 +209,6 @@ impl Drop for ReadingOnce {
 /// the bound.
 pub(crate) const FIRST_DEPTH: u64 = 8 << 20;
 
-/// `File::readahead`'s largest window: a prefetch's span ends on a
-/// multiple of it (or of less, for a shallower prefetch).
-const SPAN_WINDOW: u64 = 2 << 20;
-
 /// `Object::stream_pages` before any window was set.
 const CACHE_DEFAULT: u64 = u64::MAX;
 /// Reads in a row, each beginning where the last ended, after which the
@@ -319,14 +315,7 @@ impl Object {
         if from >= size || from >= end.saturating_add(depth / 2) {
             return None;
         }
-        // Ends on a whole window (the largest power of two within half
-        // the depth, at most `File::readahead`'s 2 MiB), so the next span
-        // starts on one and its windows' GETs are whole ones, not one
-        // split in two at each extension. Still past `from`: `from` is
-        // more than half the depth behind `end + depth`.
-        let reach = end.saturating_add(depth);
-        let unit = (1u64 << (63 - (depth / 2).max(1).leading_zeros())).min(SPAN_WINDOW);
-        let to = (reach / unit * unit).min(size);
+        let to = end.saturating_add(depth).min(size);
         self.prefetched.store(to, Ordering::Relaxed);
         self.depth
             .store(depth.saturating_mul(2).min(most).max(depth), Ordering::Relaxed);
