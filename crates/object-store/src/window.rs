@@ -88,8 +88,8 @@ const MIN_STREAM_PAGES: u64 = 32;
 /// The shallowest a stream's prefetch is made by the link model: four of
 /// `File::readahead`'s largest windows (2 MiB), so that an extension, sent
 /// when half the depth is left, is two whole windows' GETs in flight
-/// together. Shallower, an extension of about one window straddled two
-/// and went as two smaller GETs, and a reader waited for each (measured:
+/// together. At 4 MiB a cold read at 100 MB/s sent half again as many
+/// GETs, smaller ones, and kept the link less full (measured:
 /// docs/measurements/2026-12-01-objectstore-prefetch-depth.md); over a
 /// link of negligible latency (memory, a local disk) it would only send
 /// more, smaller GETs.
