@@ -33,6 +33,17 @@
 //!                                                        (GETs of >= 64 KiB)
 //! ```
 //!
+//! A stream's prefetch (`Object::prefetch_span`) reaches about twice
+//! `L x B_all` ahead of its reader ([`LinkModel::stream_depth`]), where
+//! `B_all` is the rate of all GETs together, not one GET's: a GET's own
+//! body rate is its share of the link while others are in flight, so the
+//! model also times the link's *busy* time (the union of the bodies'
+//! times: at least one body streaming) and the bytes that came in it.
+//! Twice, so that an extension sent when half the depth is left arrives
+//! (one `L` later) before the reader has caught up with it (the kernel's
+//! readahead sizes its window per device, `ra_pages`, and starts the next
+//! one when the reader is still a window away: `ondemand_readahead`).
+//!
 //! The figures are measured at run time, never assumed: until four GETs
 //! and one body of at least [`MIN_BODY`] bytes were timed, no window is
 //! widened. A store whose latency is negligible (`L x B / 2` under
@@ -57,7 +68,7 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
@@ -74,6 +85,15 @@ pub(crate) const MIN_BODY: u64 = 64 << 10;
 const MAX_STREAM_PAGES: u64 = 2048;
 /// The fewest: the kernel's default `ra_pages` (128 KiB).
 const MIN_STREAM_PAGES: u64 = 32;
+/// The shallowest a stream's prefetch is made by the link model: four of
+/// `File::readahead`'s largest windows (2 MiB), so that an extension, sent
+/// when half the depth is left, is two whole windows' GETs in flight
+/// together. At 4 MiB a cold read at 100 MB/s sent half again as many
+/// GETs, smaller ones, and kept the link less full (measured:
+/// docs/measurements/2026-12-01-objectstore-prefetch-depth.md); over a
+/// link of negligible latency (memory, a local disk) it would only send
+/// more, smaller GETs.
+pub(crate) const MIN_DEPTH: u64 = 8 << 20;
 /// `LinkModel::fixed`'s "never widen".
 const NEVER: u64 = u64::MAX;
 /// GETs timed before any window is computed.
@@ -103,6 +123,17 @@ struct LinkState {
     /// Decayed sums of body bytes and seconds (bodies of >= MIN_BODY).
     body_bytes: f64,
     body_secs: f64,
+    /// Bodies streaming now, and when that count last changed.
+    bodies: u32,
+    mark: Option<Instant>,
+    /// The link's busy time (some body streaming), in seconds, and the
+    /// bytes of the bodies that ended in it, not yet a sample.
+    busy: f64,
+    pending: u64,
+    /// Decayed sums of the bytes of every body and of the link's busy
+    /// time they came in: the rate of all GETs together.
+    all_bytes: f64,
+    all_secs: f64,
 }
 
 impl LinkModel {
@@ -117,6 +148,32 @@ impl LinkModel {
         };
         self.fixed.store(fixed, Ordering::Relaxed);
         self.window.store(w, Ordering::Relaxed);
+    }
+
+    /// A GET's body starts streaming: the link is busy until every body
+    /// begun has ended ([`body_ended`](Self::body_ended), which the
+    /// returned guard calls with no bytes if it is dropped first: a
+    /// failed GET).
+    pub(crate) fn body_began(&self) -> Body<'_> {
+        self.state.lock().begin(Instant::now());
+        Body(Some(self))
+    }
+
+    /// A body began with [`body_began`](Self::body_began) ended, having
+    /// brought `bytes`.
+    fn body_ended(&self, bytes: u64) {
+        self.state.lock().end(Instant::now(), bytes);
+    }
+
+    /// How far ahead of its reader a stream's prefetch reaches, at most
+    /// `most`: twice `L x B_all` (see the module documentation), at least
+    /// [`MIN_DEPTH`]; `most` itself until the link is measured.
+    pub(crate) fn stream_depth(&self, most: u64) -> u64 {
+        let s = self.state.lock();
+        match s.link_depth() {
+            Some(d) => d.max(MIN_DEPTH).min(most),
+            None => most,
+        }
     }
 
     /// Records one GET: its first byte came after `latency`, and its body
@@ -160,7 +217,67 @@ impl LinkModel {
     }
 }
 
+/// A GET's body streaming ([`LinkModel::body_began`]).
+pub(crate) struct Body<'a>(Option<&'a LinkModel>);
+
+impl Body<'_> {
+    /// The body ended, having brought `bytes`.
+    pub(crate) fn ended(mut self, bytes: u64) {
+        if let Some(m) = self.0.take() {
+            m.body_ended(bytes);
+        }
+    }
+}
+
+impl Drop for Body<'_> {
+    fn drop(&mut self) {
+        if let Some(m) = self.0.take() {
+            m.body_ended(0);
+        }
+    }
+}
+
 impl LinkState {
+    /// Adds the busy time since the count of bodies last changed.
+    fn tick(&mut self, now: Instant) {
+        if let Some(mark) = self.mark {
+            if self.bodies > 0 {
+                self.busy += now.saturating_duration_since(mark).as_secs_f64();
+            }
+        }
+        self.mark = Some(now);
+    }
+
+    /// A body began at `now`.
+    fn begin(&mut self, now: Instant) {
+        self.tick(now);
+        self.bodies += 1;
+    }
+
+    /// A body ended at `now`, having brought `bytes`: they and the busy
+    /// time since the last sample are the next sample of `B_all`.
+    fn end(&mut self, now: Instant, bytes: u64) {
+        self.tick(now);
+        self.bodies = self.bodies.saturating_sub(1);
+        self.pending += bytes;
+        // Bodies ending together (no busy time between them) are one
+        // sample: alone, each but the first would read as infinitely fast.
+        if self.busy > 0.0 && self.pending > 0 {
+            self.all_bytes = self.all_bytes * (1.0 - WEIGHT) + self.pending as f64;
+            self.all_secs = self.all_secs * (1.0 - WEIGHT) + self.busy;
+            self.busy = 0.0;
+            self.pending = 0;
+        }
+    }
+
+    /// Twice `L x B_all` in bytes, once measured.
+    fn link_depth(&self) -> Option<u64> {
+        if self.samples < MIN_SAMPLES || self.all_secs <= 0.0 || self.all_bytes < MIN_BODY as f64 {
+            return None;
+        }
+        Some((2.0 * self.latency * self.all_bytes / self.all_secs) as u64)
+    }
+
     /// `L x B` in bytes, once measured.
     fn latency_bandwidth(&self) -> Option<f64> {
         if self.samples < MIN_SAMPLES || self.body_secs <= 0.0 {
@@ -328,6 +445,60 @@ mod tests {
         }
         assert_eq!(m.point_window(), 512 << 10);
         assert_eq!(m.stream_pages(), Some(512));
+    }
+
+    /// A link of 100 MB/s shared by the GETs in flight: each body alone
+    /// is timed at 100 MB/s, four at once at 25 MB/s each. The stream's
+    /// depth is twice 50 ms times the link's 100 MB/s either way (10 MB:
+    /// what keeps it full), not the GETs' own rate; within `most`, and
+    /// not before the link is measured.
+    #[test]
+    fn the_stream_depth_follows_the_rate_of_all_gets_together() {
+        for together in [1u32, 4] {
+            let m = LinkModel::default();
+            assert_eq!(m.stream_depth(64 << 20), 64 << 20, "not measured yet");
+            let t0 = Instant::now();
+            let mut s = m.state.lock();
+            // 1 MB bodies, `together` at a time: each takes 10 ms x
+            // `together` on the link of 100 MB/s.
+            let each = 10 * MS * together;
+            for round in 0..16u32 {
+                let at = t0 + each * round;
+                for _ in 0..together {
+                    s.begin(at);
+                }
+                for _ in 0..together {
+                    s.end(at + each, 1_000_000);
+                }
+                drop(s);
+                for _ in 0..together {
+                    m.record(50 * MS, 1_000_000, each);
+                }
+                s = m.state.lock();
+            }
+            drop(s);
+            let d = m.stream_depth(64 << 20);
+            assert!(
+                (9_500_000..=10_500_000).contains(&d),
+                "{together} at once: {d}"
+            );
+            assert_eq!(m.stream_depth(1 << 20), 1 << 20);
+        }
+    }
+
+    /// A link of negligible latency: the prefetch is [`MIN_DEPTH`] deep.
+    #[test]
+    fn a_fast_link_prefetches_the_least_depth() {
+        let m = LinkModel::default();
+        let t0 = Instant::now();
+        for i in 0..8u32 {
+            let mut s = m.state.lock();
+            s.begin(t0 + 2 * MS * i);
+            s.end(t0 + 2 * MS * (i + 1), 1 << 20);
+            drop(s);
+            m.record(Duration::from_micros(50), 1 << 20, 2 * MS);
+        }
+        assert_eq!(m.stream_depth(64 << 20), MIN_DEPTH);
     }
 
     /// Small bodies are no bandwidth sample: no window from them alone.

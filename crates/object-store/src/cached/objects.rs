@@ -204,8 +204,9 @@ impl Drop for ReadingOnce {
     }
 }
 
-/// How far a stream's prefetch first reaches ahead of its reader; it
-/// doubles at each extension up to the store's budget of GET bytes.
+/// How far a stream's prefetch first reaches ahead of its reader (at
+/// most its bound: `read::prefetch`); it doubles at each extension up to
+/// the bound.
 pub(crate) const FIRST_DEPTH: u64 = 8 << 20;
 
 /// `Object::stream_pages` before any window was set.
@@ -294,16 +295,19 @@ impl Object {
     /// if its prefetch is to be extended (it reaches less than half its
     /// depth ahead of `end`): from where it reached (or `end`, for a
     /// stream that started again elsewhere) to `end` plus the depth, which
-    /// starts at [`FIRST_DEPTH`] and doubles at each extension up to
-    /// `most` (the store's budget of GET bytes in flight: more would wait
-    /// for it). Racing readers may both extend it: the cache skips what
-    /// is cached or being read.
+    /// starts at [`FIRST_DEPTH`] and doubles at each extension, never
+    /// past `most` (what the link needs, the cache can hold and the GET
+    /// budget allows: `read::prefetch`; a bound that fell since the last
+    /// extension shrinks the depth at once). Racing readers may both
+    /// extend it: the cache skips what is cached or being read.
     pub(crate) fn prefetch_span(&self, end: u64, most: u64) -> Option<Range<u64>> {
         let size = self.meta.size;
         let depth = match self.depth.load(Ordering::Relaxed) {
-            0 => FIRST_DEPTH.min(most),
+            0 => FIRST_DEPTH,
             d => d,
-        };
+        }
+        .min(most)
+        .max(1);
         let mut from = self.prefetched.load(Ordering::Relaxed);
         if from < end || from > end.saturating_add(depth) {
             from = end;

@@ -106,7 +106,13 @@ pub(crate) async fn read(
 }
 
 /// A stream's read of `obj` ending at `end` (a hit or a miss): extends
-/// the stream's prefetch ([`Object::prefetch_span`]) when it is due, by
+/// the stream's prefetch ([`Object::prefetch_span`]) when it is due, as
+/// deep as the link needs (twice its latency times the rate of all GETs
+/// together, `LinkModel::stream_depth`: deeper holds bytes unread and
+/// sends GETs in bursts) and the cache can hold (half its capacity, as
+/// `File::readahead` reads at most: deeper, the span's far end would be
+/// evicted before the reader comes to it, and fetched again), within
+/// the GET budget; by
 /// the cache's asynchronous readahead of the span (`File::readahead`: the
 /// span's windows of up to 2 MiB go to the cache's IO engine at once, each
 /// a GET, as many in flight as the engine has threads and the budget of
@@ -115,7 +121,9 @@ pub(crate) async fn read(
 /// times its bandwidth is more than a window: the next window's GET would
 /// wait for the last's bytes and pay the latency again (crate::window).
 pub(crate) fn prefetch(obj: &Object, end: u64, counters: &Counters) {
-    let most = counters.prefetch_most.load(std::sync::atomic::Ordering::Relaxed);
+    let most = counters
+        .link
+        .stream_depth(counters.prefetch_most.load(std::sync::atomic::Ordering::Relaxed));
     let Some(span) = obj.prefetch_span(end, most) else {
         return;
     };

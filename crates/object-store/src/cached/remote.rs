@@ -85,7 +85,8 @@ pub(crate) struct Counters {
     /// Reads passed to the inner store uncached ([`CacheHint::DontCache`](crate::CacheHint)).
     pub(crate) passed_through: AtomicU64,
     /// Extensions of streams' prefetches (super::read::prefetch), and the
-    /// deepest a prefetch reaches (the budget of GET bytes).
+    /// deepest a prefetch reaches whatever the link (the budget of GET
+    /// bytes, at most half the cache).
     pub(crate) prefetches: AtomicU64,
     pub(crate) prefetch_most: AtomicU64,
 }
@@ -625,6 +626,7 @@ pub(crate) async fn counted_get<S: ObjectStore>(
         let answered = Instant::now();
         let body = answer(&r)?;
         let want = body.end - body.start;
+        let streaming = counters.link.body_began();
         let mut stream = r.into_stream();
         while let Some(piece) = stream.next().await {
             let piece = piece?;
@@ -638,6 +640,7 @@ pub(crate) async fn counted_get<S: ObjectStore>(
         if got != want {
             return Err(wrong_length(path, got, want));
         }
+        streaming.ended(got);
         counters.link.record(answered - asked, got, answered.elapsed());
         Ok(taken)
     };

@@ -187,7 +187,12 @@ impl<S: ObjectStore> CachedStoreBuilder<S> {
         let budget = self
             .get_budget
             .unwrap_or_else(|| (self.cache.memory().arena_bytes / 8).max(MIN_GET_BUDGET));
-        counters.prefetch_most.store(budget, Ordering::Relaxed);
+        // A stream's prefetch reaches at most half the cache ahead (what
+        // `File::readahead` reads of a span at most), within the budget.
+        let half = (self.cache.memory().arena_bytes / 2).max(BLOCK as u64);
+        counters
+            .prefetch_most
+            .store(budget.min(half), Ordering::Relaxed);
         CachedStore {
             inner: Arc::new(self.inner),
             cache: self.cache,

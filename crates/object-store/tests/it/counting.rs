@@ -41,6 +41,12 @@ pub struct Seen {
     /// GETs of data inside `get_opts` now, and the most at once.
     pub active: AtomicU64,
     pub max_active: AtomicU64,
+    /// The furthest end of a GET's range asked for so far.
+    pub max_end: AtomicU64,
+    /// While non-zero (with `piece`), one link that every body shares:
+    /// each piece takes it for this many microseconds.
+    pub link_us: AtomicU64,
+    link: tokio::sync::Mutex<()>,
 }
 
 impl Default for Seen {
@@ -57,6 +63,9 @@ impl Default for Seen {
             fail_mid_stream: AtomicBool::new(false),
             active: AtomicU64::new(0),
             max_active: AtomicU64::new(0),
+            max_end: AtomicU64::new(0),
+            link_us: AtomicU64::new(0),
+            link: tokio::sync::Mutex::new(()),
         }
     }
 }
@@ -136,7 +145,23 @@ impl Counting {
                 source: "injected failure mid-stream".into(),
             }));
         }
-        r.payload = GetResultPayload::Stream(futures_util::stream::iter(pieces).boxed());
+        let pieces = futures_util::stream::iter(pieces);
+        let us = self.seen.link_us.load(Ordering::SeqCst);
+        r.payload = GetResultPayload::Stream(if us == 0 {
+            pieces.boxed()
+        } else {
+            let seen = self.seen.clone();
+            pieces
+                .then(move |p| {
+                    let seen = seen.clone();
+                    async move {
+                        let _link = seen.link.lock().await;
+                        tokio::time::sleep(Duration::from_micros(us)).await;
+                        p
+                    }
+                })
+                .boxed()
+        });
         Ok(r)
     }
 }
@@ -157,6 +182,9 @@ forward_object_store! {
             return self.inner.get_opts(l, o).await;
         }
         self.seen.gets.fetch_add(1, Ordering::SeqCst);
+        if let Some(object_store::GetRange::Bounded(r)) = &o.range {
+            self.seen.max_end.fetch_max(r.end, Ordering::SeqCst);
+        }
         let now = self.seen.active.fetch_add(1, Ordering::SeqCst) + 1;
         self.seen.max_active.fetch_max(now, Ordering::SeqCst);
         let r = self.get_data(l, o).await;

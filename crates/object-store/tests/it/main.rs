@@ -12,6 +12,7 @@ mod around;
 mod budget;
 mod counting;
 mod curves;
+mod depth;
 mod disk;
 mod hints;
 mod lent;

@@ -27,13 +27,7 @@ async fn a_sequential_reader_keeps_several_gets_in_flight() {
     let inner = Counting::new();
     let (p, d) = (Path::from("big"), data(32 << 20, 5));
     inner.inner.put(&p, d.clone().into()).await.unwrap();
-    let mut io = IoEngineConfig::new();
-    io.threads = 8;
-    let cache = foliocache::Cache::builder()
-        .capacity(128 << 20)
-        .io_engine(io)
-        .build()
-        .unwrap();
+    let cache = threaded_cache(128 << 20, 8);
     let s = std::sync::Arc::new(CachedStore::builder(inner.clone(), cache).build());
     inner.seen.gated.store(true, Ordering::SeqCst);
     let reader = {
@@ -60,6 +54,18 @@ async fn a_sequential_reader_keeps_several_gets_in_flight() {
     inner.seen.gate.add_permits(1 << 16);
     let most = inner.seen.max_active.load(Ordering::SeqCst);
     assert!(most >= 4, "GETs in flight at once: {most}");
+}
+
+/// A cache of `capacity` bytes whose IO engine has `threads` threads
+/// (the GETs a stream's prefetch can have in flight).
+pub(crate) fn threaded_cache(capacity: usize, threads: usize) -> foliocache::Cache {
+    let mut io = IoEngineConfig::new();
+    io.threads = threads;
+    foliocache::Cache::builder()
+        .capacity(capacity)
+        .io_engine(io)
+        .build()
+        .unwrap()
 }
 
 /// Waits (bounded: 30 s) until `s` has fetched at least `bytes`; its
