@@ -55,9 +55,9 @@ async fn a_stream_through_a_small_cache_fetches_what_it_reads() {
 /// GET budget and an IO engine (16 threads) large enough to reach 64 MiB
 /// ahead: once the link is
 /// measured (the first 16 MiB), the GETs asked for never reach further
-/// ahead of the reader than the link needs (twice 10 ms x 65 MB/s, so
-/// the least depth, 4 MiB) plus the readahead windows of the reader's own
-/// misses (two of at most 1 MiB at this link). The depth that doubled up
+/// ahead of the reader than the link needs (twice 10 ms x 65 MB/s is
+/// under the least depth, so 8 MiB) plus the readahead windows of the
+/// reader's own misses (two of at most 1 MiB at this link). The depth that doubled up
 /// to the budget reached 32 MiB ahead and more. Every read has its bytes.
 /// The link's pace is a sleep; nothing is timed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
