@@ -42,7 +42,7 @@ pub const TPCB: &str = "pgbench-tpcb";
 /// Under `foliocache run --shared`.
 pub const SHARED: &str = "shared";
 /// Clients (and pgbench threads) of each run.
-const CLIENTS: u32 = 2;
+pub(super) const CLIENTS: u32 = 2;
 /// pgbench's scale (full, and with `--quick`): 100,000 accounts, about
 /// 15 MB, a unit.
 const SCALE: FullQuick<u32> = FullQuick(16, 2);
@@ -50,7 +50,7 @@ const SCALE: FullQuick<u32> = FullQuick(16, 2);
 const SECONDS: FullQuick<u32> = FullQuick(15, 3);
 /// The bytes a transaction is counted as in the table's bandwidth: a
 /// PostgreSQL page (so bandwidth ratios are transaction-rate ratios).
-const PAGE: u64 = 8192;
+pub(super) const PAGE: u64 = 8192;
 /// The package that has PostgreSQL.
 const PACKAGE: &str = "postgresql";
 /// Where Debian's packages put each version's programs.
@@ -147,8 +147,8 @@ pub fn run(
     notes: &mut Vec<String>,
     say: &dyn Fn(&str),
 ) -> Result<Vec<JobRuns>> {
-    let job = match Job::new(pg, root) {
-        Ok(job) => job,
+    let job = match Server::new(root, "pgbench", SCRIPT) {
+        Ok(server) => Job { pg, server },
         Err(why) => {
             let n = format!("programs: {SELECT} and {TPCB} left out: {why:#}");
             tell(notes, say, n);
@@ -160,56 +160,56 @@ pub fn run(
         super::super::rounds::rounds("programs", &labels, &[SELECT, TPCB], repeat, say, |w| {
             job.round(labels[w])
         })?;
-    fs::remove_dir_all(&job.dir)
-        .with_context(|| format!("programs: removing {}", job.dir.display()))?;
+    fs::remove_dir_all(&job.server.dir)
+        .with_context(|| format!("programs: removing {}", job.server.dir.display()))?;
     Ok(runs)
 }
 
-/// PostgreSQL's programs, the job's directory and how to run in it.
-struct Job<'a> {
-    pg: &'a Pgbench,
-    bin: PathBuf,
-    dir: PathBuf,
-    /// The `foliocache` binary the `shared` way runs (beside its library).
-    foliocache: PathBuf,
+/// PostgreSQL's programs, a job's directory and how to run in it (as
+/// PostgreSQL's user where this process is root).
+pub(super) struct Server {
+    pub(super) bin: PathBuf,
+    pub(super) dir: PathBuf,
+    /// The `foliocache` binary the ways under it run (beside its library).
+    pub(super) foliocache: PathBuf,
     /// The user PostgreSQL runs as (`None`: this process's).
     user: Option<&'static str>,
 }
 
-impl<'a> Job<'a> {
-    /// Finds PostgreSQL and makes the job's directory; an error says why
-    /// the job cannot run here.
-    fn new(pg: &'a Pgbench, root: &Path) -> Result<Job<'a>> {
+impl Server {
+    /// Finds PostgreSQL and makes the job's directory `root/name` with
+    /// `script` in it (`run.sh`); an error says why the job cannot run
+    /// here.
+    pub(super) fn new(root: &Path, name: &str, script: &str) -> Result<Server> {
         let bin = postgres_bin()?;
-        let dir = root.join("pgbench");
+        let dir = root.join(name);
         fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let root_user = rustix::process::geteuid().is_root();
-        let mut job = Job {
-            pg,
+        let mut server = Server {
             bin,
             foliocache: std::env::current_exe().context("the foliocache binary")?,
             dir,
             user: root_user.then_some("postgres"),
         };
-        fs::write(job.dir.join("run.sh"), SCRIPT)?;
+        fs::write(server.dir.join("run.sh"), script)?;
         if root_user {
             // Reachable by the server's user: the job's directories
             // (traversable, not listable), and copies of the binary and
             // its library.
-            for d in [root, &job.dir] {
+            for d in [root, &server.dir] {
                 fs::set_permissions(d, fs::Permissions::from_mode(0o711))?;
             }
-            let copies = job.dir.join("bin");
+            let copies = server.dir.join("bin");
             fs::create_dir(&copies)?;
-            let lib = crate::preload::library_for(&job.foliocache)?;
-            for from in [&job.foliocache, &lib] {
+            let lib = crate::preload::library_for(&server.foliocache)?;
+            for from in [&server.foliocache, &lib] {
                 let name = from.file_name().context("a file without a name")?;
                 fs::copy(from, copies.join(name))
                     .with_context(|| format!("copying {}", from.display()))?;
             }
-            job.foliocache = copies.join("foliocache");
-            let script = job.dir.join("run.sh");
-            let reach = job.as_user("test").arg("-r").arg(&script).status()?;
+            server.foliocache = copies.join("foliocache");
+            let script = server.dir.join("run.sh");
+            let reach = server.as_user("test").arg("-r").arg(&script).status()?;
             if !reach.success() {
                 bail!(
                     "the postgres user cannot reach {} (a directory above it closed to \
@@ -218,11 +218,11 @@ impl<'a> Job<'a> {
                 );
             }
         }
-        Ok(job)
+        Ok(server)
     }
 
     /// `program` as PostgreSQL's user.
-    fn as_user(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+    pub(super) fn as_user(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
         match self.user {
             Some(user) => {
                 let mut c = Command::new("runuser");
@@ -233,9 +233,9 @@ impl<'a> Job<'a> {
         }
     }
 
-    /// One run of `way`: a fresh cluster, both benchmarks; their records.
-    fn round(&self, way: &str) -> Result<Vec<RunRecord>> {
-        let d = self.dir.join(way);
+    /// A fresh directory `name` of the job's, PostgreSQL's user's.
+    pub(super) fn fresh_dir(&self, name: &str) -> Result<PathBuf> {
+        let d = self.dir.join(name);
         match fs::remove_dir_all(&d) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                 return Err(e).with_context(|| format!("programs: removing {}", d.display()))
@@ -249,37 +249,65 @@ impl<'a> Job<'a> {
                 bail!("programs: chown {user} {}: {owner}", d.display());
             }
         }
-        let mut cmd = if way == SHARED {
-            let mut c = self.as_user(&self.foliocache);
-            c.arg("run")
-                .arg("--shared")
-                .arg(format!("--capacity={}", self.pg.capacity()))
-                .arg("--dir")
-                .arg(&d)
-                .arg("--");
-            c.arg("sh");
-            c
-        } else {
-            self.as_user("sh")
+        Ok(d)
+    }
+
+    /// The job's script (`run.sh`) with `args`, under `foliocache run
+    /// FOLIOCACHE_ARGS --` where `run` is given, as PostgreSQL's user.
+    pub(super) fn script(&self, run: Option<&[String]>) -> Command {
+        let mut cmd = match run {
+            Some(args) => {
+                let mut c = self.as_user(&self.foliocache);
+                c.arg("run").args(args).arg("--").arg("sh");
+                c
+            }
+            None => self.as_user("sh"),
         };
-        cmd.arg(self.dir.join("run.sh"))
-            .arg(&self.bin)
+        cmd.arg(self.dir.join("run.sh"));
+        cmd
+    }
+}
+
+/// The output of a script's run (`what`) that succeeded, parsed; an error
+/// with its output's tail where it failed or did not parse.
+pub(super) fn parsed(what: &str, out: &std::process::Output) -> Result<PgResults> {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        bail!(
+            "{what} failed ({}):\n{}\n{}",
+            out.status,
+            tail(&String::from_utf8_lossy(&out.stderr)),
+            tail(&stdout)
+        );
+    }
+    parse(&stdout).with_context(|| format!("{what}:\n{}", tail(&stdout)))
+}
+
+/// The fitting database's job: its settings and its server.
+struct Job<'a> {
+    pg: &'a Pgbench,
+    server: Server,
+}
+
+impl Job<'_> {
+    /// One run of `way`: a fresh cluster, both benchmarks; their records.
+    fn round(&self, way: &str) -> Result<Vec<RunRecord>> {
+        let d = self.server.fresh_dir(way)?;
+        let run = [
+            "--shared".to_string(),
+            format!("--capacity={}", self.pg.capacity()),
+            "--dir".to_string(),
+            d.display().to_string(),
+        ];
+        let mut cmd = self.server.script((way == SHARED).then_some(&run[..]));
+        cmd.arg(&self.server.bin)
             .arg(&d)
             .arg(self.pg.scale.to_string())
             .arg(self.pg.seconds.to_string())
             .arg((self.pg.shared_buffers() >> 20).to_string());
         let what = format!("programs: pgbench ({way})");
         let out = cmd.output().with_context(|| what.clone())?;
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        if !out.status.success() {
-            bail!(
-                "{what} failed ({}):\n{}\n{}",
-                out.status,
-                tail(&String::from_utf8_lossy(&out.stderr)),
-                tail(&stdout)
-            );
-        }
-        let results = parse(&stdout).with_context(|| format!("{what}:\n{}", tail(&stdout)))?;
+        let results = parsed(&what, &out)?;
         fs::remove_dir_all(&d).with_context(|| format!("programs: removing {}", d.display()))?;
         Ok(results
             .runs
@@ -346,22 +374,52 @@ fn postgres_bin() -> Result<PathBuf> {
 
 /// One pgbench run's figures.
 #[derive(Debug, Clone, PartialEq)]
-struct PgRun {
-    name: &'static str,
-    transactions: u64,
-    tps: f64,
-    latency_ms: f64,
+pub(super) struct PgRun {
+    pub(super) name: &'static str,
+    pub(super) transactions: u64,
+    pub(super) tps: f64,
+    pub(super) latency_ms: f64,
+    /// The read counters the script printed before and after the run
+    /// (`== reads SERVER DEVICE_READS DEVICE_SECTORS`; none where it
+    /// prints none).
+    counts: Vec<Counts>,
+}
+
+/// Read counters at one moment, `None` where unknown (`-`): the bytes
+/// the server's processes had read from storage (`/proc/PID/io`
+/// `read_bytes` of the postmaster, which holds its reaped children's, and
+/// of its live children), and the reads and 512-byte sectors the data's
+/// block device had completed.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub(super) struct Counts {
+    pub(super) server_bytes: Option<u64>,
+    pub(super) device_reads: Option<u64>,
+    pub(super) device_sectors: Option<u64>,
+}
+
+impl PgRun {
+    /// What was read during the run: the last counters less the first
+    /// (`None` where the script printed fewer than two).
+    pub(super) fn read(&self) -> Option<Counts> {
+        let (a, b) = (self.counts.first()?, self.counts.last()?);
+        let d = |a: Option<u64>, b: Option<u64>| Some(b?.saturating_sub(a?));
+        (self.counts.len() >= 2).then(|| Counts {
+            server_bytes: d(a.server_bytes, b.server_bytes),
+            device_reads: d(a.device_reads, b.device_reads),
+            device_sectors: d(a.device_sectors, b.device_sectors),
+        })
+    }
 }
 
 /// What a run's script printed: the database's size and both runs.
 #[derive(Debug, Clone, PartialEq)]
-struct PgResults {
-    size: u64,
-    runs: Vec<PgRun>,
+pub(super) struct PgResults {
+    pub(super) size: u64,
+    pub(super) runs: Vec<PgRun>,
 }
 
 /// Parses the script's output: `== size N`, then each benchmark's `==
-/// NAME` line followed by pgbench's report.
+/// NAME` line followed by pgbench's report (and `== reads` lines).
 fn parse(out: &str) -> Result<PgResults> {
     let mut size = None;
     let mut runs: Vec<PgRun> = Vec::new();
@@ -372,6 +430,16 @@ fn parse(out: &str) -> Result<PgResults> {
                 s.parse()
                     .with_context(|| format!("the database's size: {s}"))?,
             );
+        } else if let Some(c) = field("== reads ") {
+            let r = runs
+                .last_mut()
+                .context("read counters before a benchmark")?;
+            let mut v = c.split_whitespace().map(|w| w.parse::<u64>().ok());
+            r.counts.push(Counts {
+                server_bytes: v.next().flatten(),
+                device_reads: v.next().flatten(),
+                device_sectors: v.next().flatten(),
+            });
         } else if let Some(name) = field("== ") {
             let name = [SELECT, TPCB]
                 .into_iter()
@@ -382,6 +450,7 @@ fn parse(out: &str) -> Result<PgResults> {
                 transactions: 0,
                 tps: f64::NAN,
                 latency_ms: f64::NAN,
+                counts: Vec::new(),
             });
         } else if let Some(r) = runs.last_mut() {
             if let Some(n) = field("number of transactions actually processed:") {
@@ -448,12 +517,14 @@ tps = 411.331 (without initial connection time)
                     transactions: 120_345,
                     tps: 40115.666351,
                     latency_ms: 0.05,
+                    counts: Vec::new(),
                 },
                 PgRun {
                     name: TPCB,
                     transactions: 1234,
                     tps: 411.331,
                     latency_ms: 4.862,
+                    counts: Vec::new(),
                 },
             ]
         );
