@@ -50,7 +50,7 @@ const SCALE: FullQuick<u32> = FullQuick(16, 2);
 const SECONDS: FullQuick<u32> = FullQuick(15, 3);
 /// The bytes a transaction is counted as in the table's bandwidth: a
 /// PostgreSQL page (so bandwidth ratios are transaction-rate ratios).
-pub(super) const PAGE: u64 = 8192;
+const PAGE: u64 = 8192;
 /// The package that has PostgreSQL.
 const PACKAGE: &str = "postgresql";
 /// Where Debian's packages put each version's programs.
@@ -110,29 +110,56 @@ impl Pgbench {
     }
 }
 
-/// The server and the script each run executes, with `$1` PostgreSQL's
-/// programs, `$2` the run's directory, `$3` the scale, `$4` the seconds,
-/// `$5` `shared_buffers` in MiB: the server stops however the script ends.
-const SCRIPT: &str = r#"#!/bin/sh
+/// The server and the script each run executes: `$1` `init` (a cluster,
+/// `pgbench -i -s $5` and a checkpoint), `run` (the size, then `pgbench
+/// -S` and TPC-B for `$6` s each, their read counters around them) or
+/// `fresh` (a cluster, `pgbench -i -s $5`, then as `run`), `$2`
+/// PostgreSQL's programs, `$3` the cluster, `$4` the run's directory, `$7`
+/// `shared_buffers` in MiB, `$8` the data's block device's stat file
+/// (`-`: none). The server stops however the script ends.
+pub(super) const SCRIPT: &str = r#"#!/bin/sh
 set -e
-B=$1 D=$2
-"$B/initdb" -D "$D/data" -A trust > /dev/null
-"$B/postgres" -D "$D/data" -c shared_buffers=$5MB -c listen_addresses= \
+B=$2 C=$3 D=$4 S=$8
+[ "$1" = run ] || "$B/initdb" -D "$C" -A trust > /dev/null
+"$B/postgres" -D "$C" -c shared_buffers=$7MB -c listen_addresses= \
   -c unix_socket_directories="$D" -c max_wal_size=1GB > "$D/log" 2>&1 &
 pid=$!
 trap 'kill -INT $pid 2>/dev/null; wait $pid 2>/dev/null || true' EXIT
 i=0
 until "$B/pg_isready" -h "$D" -q; do
   i=$((i + 1))
-  if [ $i -gt 150 ]; then echo "the server did not start:" >&2; cat "$D/log" >&2; exit 1; fi
+  if [ $i -gt 300 ]; then echo "the server did not start:" >&2; cat "$D/log" >&2; exit 1; fi
   sleep 0.2
 done
-"$B/pgbench" -h "$D" -i -q -s $3 postgres > "$D/init" 2>&1 || { cat "$D/init" >&2; exit 1; }
+if [ "$1" != run ]; then
+  "$B/pgbench" -h "$D" -i -q -s $5 postgres > "$D/init" 2>&1 || { cat "$D/init" >&2; exit 1; }
+fi
+if [ "$1" = init ]; then
+  "$B/psql" -h "$D" -q -c checkpoint postgres
+  exit 0
+fi
+reads() {
+  sleep 0.5
+  s=$(sed -n 's/^read_bytes: *//p' /proc/$pid/io 2>/dev/null) || s=
+  if [ -n "$s" ]; then
+    for p in $(cat /proc/$pid/task/*/children 2>/dev/null); do
+      r=$(sed -n 's/^read_bytes: *//p' /proc/$p/io 2>/dev/null) || r=
+      s=$((s + ${r:-0}))
+    done
+  fi
+  dev="- -"
+  [ -r "$S" ] && dev=$(awk '{print $1, $3}' "$S")
+  echo "== reads ${s:--} $dev"
+}
 echo "== size $("$B/psql" -h "$D" -At -c "select pg_database_size('postgres')" postgres)"
 echo "== pgbench-select"
-"$B/pgbench" -h "$D" -S -c 2 -j 2 -T $4 postgres
+reads
+"$B/pgbench" -h "$D" -S -c 2 -j 2 -T $6 postgres
+reads
 echo "== pgbench-tpcb"
-"$B/pgbench" -h "$D" -c 2 -j 2 -T $4 postgres
+reads
+"$B/pgbench" -h "$D" -c 2 -j 2 -T $6 postgres
+reads
 "#;
 
 /// Runs the job `repeat` rounds in a directory of `root`: its runs, none
@@ -147,7 +174,7 @@ pub fn run(
     notes: &mut Vec<String>,
     say: &dyn Fn(&str),
 ) -> Result<Vec<JobRuns>> {
-    let job = match Server::new(root, "pgbench", SCRIPT) {
+    let job = match Server::new(root, "pgbench") {
         Ok(server) => Job { pg, server },
         Err(why) => {
             let n = format!("programs: {SELECT} and {TPCB} left out: {why:#}");
@@ -178,9 +205,9 @@ pub(super) struct Server {
 
 impl Server {
     /// Finds PostgreSQL and makes the job's directory `root/name` with
-    /// `script` in it (`run.sh`); an error says why the job cannot run
+    /// [`SCRIPT`] in it (`run.sh`); an error says why the job cannot run
     /// here.
-    pub(super) fn new(root: &Path, name: &str, script: &str) -> Result<Server> {
+    pub(super) fn new(root: &Path, name: &str) -> Result<Server> {
         let bin = postgres_bin()?;
         let dir = root.join(name);
         fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -191,7 +218,7 @@ impl Server {
             dir,
             user: root_user.then_some("postgres"),
         };
-        fs::write(server.dir.join("run.sh"), script)?;
+        fs::write(server.dir.join("run.sh"), SCRIPT)?;
         if root_user {
             // Reachable by the server's user: the job's directories
             // (traversable, not listable), and copies of the binary and
@@ -300,11 +327,14 @@ impl Job<'_> {
             d.display().to_string(),
         ];
         let mut cmd = self.server.script((way == SHARED).then_some(&run[..]));
-        cmd.arg(&self.server.bin)
+        cmd.arg("fresh")
+            .arg(&self.server.bin)
+            .arg(d.join("data"))
             .arg(&d)
             .arg(self.pg.scale.to_string())
             .arg(self.pg.seconds.to_string())
-            .arg((self.pg.shared_buffers() >> 20).to_string());
+            .arg((self.pg.shared_buffers() >> 20).to_string())
+            .arg("-");
         let what = format!("programs: pgbench ({way})");
         let out = cmd.output().with_context(|| what.clone())?;
         let results = parsed(&what, &out)?;
@@ -319,12 +349,8 @@ impl Job<'_> {
     /// The record of run `r` on `way`, of a database of `size` bytes.
     fn record(&self, way: &str, r: &PgRun, size: u64) -> RunRecord {
         let mut notes = vec![format!(
-            "pgbench: {} transactions in {} s, {:.0} tps, latency average {:.3} ms; \
-             database {}, shared_buffers {}",
-            r.transactions,
-            self.pg.seconds,
-            r.tps,
-            r.latency_ms,
+            "{}; database {}, shared_buffers {}",
+            r.line(self.pg.seconds),
             fmt_size_approx(size),
             fmt_size(self.pg.shared_buffers()),
         )];
@@ -334,22 +360,35 @@ impl Job<'_> {
                 fmt_size(self.pg.capacity())
             ));
         }
-        let job = RunJob {
-            rw: r.name,
-            bs: PAGE,
-            numjobs: CLIENTS as usize,
-            file_size: size,
-            ..RunJob::default()
-        };
-        let lat = Latency {
-            mean: r.latency_ms * 1e6,
-            ..Latency::default()
-        };
-        let seconds = f64::from(self.pg.seconds);
-        let mut rec = program_record(way, job, (r.transactions, seconds, r.tps), lat, notes);
+        let mut rec = pg_record(way, r.name, r, (size, self.pg.seconds), notes);
         rec.memory.capacity = (way == SHARED).then_some(self.pg.capacity());
         rec
     }
+}
+
+/// The record of run `r` on `way` as job `name`: a database of `size`
+/// bytes, `seconds` of pgbench, its transactions counted as
+/// [`PAGE`]s.
+pub(super) fn pg_record(
+    way: &str,
+    name: &'static str,
+    r: &PgRun,
+    (size, seconds): (u64, u32),
+    notes: Vec<String>,
+) -> RunRecord {
+    let job = RunJob {
+        rw: name,
+        bs: PAGE,
+        numjobs: CLIENTS as usize,
+        file_size: size,
+        ..RunJob::default()
+    };
+    let lat = Latency {
+        mean: r.latency_ms * 1e6,
+        ..Latency::default()
+    };
+    let figures = (r.transactions, f64::from(seconds), r.tps);
+    program_record(way, job, figures, lat, notes)
 }
 
 /// The newest PostgreSQL's programs under [`VERSIONS`].
@@ -398,6 +437,14 @@ pub(super) struct Counts {
 }
 
 impl PgRun {
+    /// `pgbench: N transactions in S s, T tps, latency average L ms`.
+    pub(super) fn line(&self, seconds: u32) -> String {
+        format!(
+            "pgbench: {} transactions in {seconds} s, {:.0} tps, latency average {:.3} ms",
+            self.transactions, self.tps, self.latency_ms
+        )
+    }
+
     /// What was read during the run: the last counters less the first
     /// (`None` where the script printed fewer than two).
     pub(super) fn read(&self) -> Option<Counts> {

@@ -34,10 +34,10 @@ use anyhow::{bail, Context, Result};
 
 use super::super::tell;
 use super::larger::{drop_page_cache, spawn_in};
-use super::pgbench::{parsed, PgRun, Server, CLIENTS, PAGE, SELECT};
-use super::{program_record, Place, INTERPOSER};
+use super::pgbench::{parsed, pg_record, PgRun, Server, CLIENTS, SELECT};
+use super::{Place, INTERPOSER};
 use crate::cgroup::{Availability, MemCgroup};
-use crate::report::{Latency, MemoryLimit, RunJob, RunRecord};
+use crate::report::{MemoryLimit, RunRecord};
 use crate::scenario::FullQuick;
 use crate::targets::JobRuns;
 use crate::units::{fmt_size, fmt_size_approx};
@@ -151,55 +151,6 @@ impl PgLarger {
     }
 }
 
-/// The server and the script each run executes: `$1` `init` (`pgbench
-/// -i -s $5` and a checkpoint) or `run` (the size, then `pgbench -S` and
-/// TPC-B for `$6` s each, their read counters around them), `$2`
-/// PostgreSQL's programs, `$3` the cluster, `$4` the run's directory, `$7`
-/// `shared_buffers` in MiB, `$8` the data's block device's stat file
-/// (`-`: none). The server stops however the script ends.
-const SCRIPT: &str = r#"#!/bin/sh
-set -e
-B=$2 C=$3 D=$4 S=$8
-[ "$1" = init ] && "$B/initdb" -D "$C" -A trust > /dev/null
-"$B/postgres" -D "$C" -c shared_buffers=$7MB -c listen_addresses= \
-  -c unix_socket_directories="$D" -c max_wal_size=1GB > "$D/log" 2>&1 &
-pid=$!
-trap 'kill -INT $pid 2>/dev/null; wait $pid 2>/dev/null || true' EXIT
-i=0
-until "$B/pg_isready" -h "$D" -q; do
-  i=$((i + 1))
-  if [ $i -gt 300 ]; then echo "the server did not start:" >&2; cat "$D/log" >&2; exit 1; fi
-  sleep 0.2
-done
-if [ "$1" = init ]; then
-  "$B/pgbench" -h "$D" -i -q -s $5 postgres > "$D/init" 2>&1 || { cat "$D/init" >&2; exit 1; }
-  "$B/psql" -h "$D" -q -c checkpoint postgres
-  exit 0
-fi
-reads() {
-  sleep 0.5
-  s=$(sed -n 's/^read_bytes: *//p' /proc/$pid/io 2>/dev/null) || s=
-  if [ -n "$s" ]; then
-    for p in $(cat /proc/$pid/task/*/children 2>/dev/null); do
-      r=$(sed -n 's/^read_bytes: *//p' /proc/$p/io 2>/dev/null) || r=
-      s=$((s + ${r:-0}))
-    done
-  fi
-  dev="- -"
-  [ -r "$S" ] && dev=$(awk '{print $1, $3}' "$S")
-  echo "== reads ${s:--} $dev"
-}
-echo "== size $("$B/psql" -h "$D" -At -c "select pg_database_size('postgres')" postgres)"
-echo "== pgbench-select"
-reads
-"$B/pgbench" -h "$D" -S -c 2 -j 2 -T $6 postgres
-reads
-echo "== pgbench-tpcb"
-reads
-"$B/pgbench" -h "$D" -c 2 -j 2 -T $6 postgres
-reads
-"#;
-
 /// Runs the job `at.repeat` rounds in a directory of `at.root`: its runs,
 /// none (with a note) where PostgreSQL is missing or no memory cgroup can
 /// be made.
@@ -218,7 +169,7 @@ pub fn run(
         tell(notes, say, left_out(format!("no memory cgroup: {why}")));
         return Ok(Vec::new());
     }
-    let server = match Server::new(at.root, JOB, SCRIPT) {
+    let server = match Server::new(at.root, JOB) {
         Ok(server) => server,
         Err(why) => {
             tell(notes, say, left_out(format!("{why:#}")));
@@ -359,12 +310,8 @@ impl Job<'_> {
         };
         let mut notes = vec![
             format!(
-                "pgbench: {} transactions in {} s, {:.0} tps, latency average {:.3} ms; \
-                 database {} ({:.1}x the limit), shared_buffers {}",
-                r.transactions,
-                self.pg.seconds,
-                r.tps,
-                r.latency_ms,
+                "{}; database {} ({:.1}x the limit), shared_buffers {}",
+                r.line(self.pg.seconds),
                 fmt_size_approx(size),
                 size as f64 / self.pg.limit as f64,
                 fmt_size(self.pg.shared_buffers(way)),
@@ -378,19 +325,7 @@ impl Job<'_> {
                 fmt_size(self.pg.capacity())
             ));
         }
-        let job = RunJob {
-            rw: name,
-            bs: PAGE,
-            numjobs: CLIENTS as usize,
-            file_size: size,
-            ..RunJob::default()
-        };
-        let lat = Latency {
-            mean: r.latency_ms * 1e6,
-            ..Latency::default()
-        };
-        let seconds = f64::from(self.pg.seconds);
-        let mut rec = program_record(way, job, (r.transactions, seconds, r.tps), lat, notes);
+        let mut rec = pg_record(way, name, r, (size, self.pg.seconds), notes);
         rec.memory.capacity = (way == INTERPOSER).then_some(self.pg.capacity());
         rec.memory.memory_limit = Some(limit.clone());
         rec
