@@ -139,7 +139,7 @@ if [ "$1" = init ]; then
   exit 0
 fi
 reads() {
-  sleep 0.5
+  sleep 0.2
   s=$(sed -n 's/^read_bytes: *//p' /proc/$pid/io 2>/dev/null) || s=
   if [ -n "$s" ]; then
     for p in $(cat /proc/$pid/task/*/children 2>/dev/null); do

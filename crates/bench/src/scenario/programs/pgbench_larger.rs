@@ -68,7 +68,7 @@ const HEAP: u64 = 64 << 20;
 const SCALE_3X: FullQuick<u32> = FullQuick(100, 16);
 const SCALE_10X: u32 = 200;
 /// Seconds of each measured run.
-const SECONDS: FullQuick<u32> = FullQuick(30, 3);
+const SECONDS: FullQuick<u32> = FullQuick(30, 2);
 /// What a run may take beyond its two measured runs (the server's start,
 /// the size query, its stop) before it is killed.
 const SLACK: Duration = Duration::from_secs(120);
