@@ -516,6 +516,21 @@ impl MemCgroup {
         }
     }
 
+    /// Kills (SIGKILL) every process in the cgroup: a run that outlived
+    /// its deadline, and whatever it started. Returns how many it killed.
+    pub fn kill_all(&self) -> usize {
+        let procs = fs::read_to_string(self.dir.join("cgroup.procs")).unwrap_or_default();
+        procs
+            .split_whitespace()
+            .filter_map(|p| p.parse::<i32>().ok())
+            .filter(|&p| p != std::process::id() as i32)
+            .filter(|&p| {
+                let pid = nix::unistd::Pid::from_raw(p);
+                nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).is_ok()
+            })
+            .count()
+    }
+
     /// Moves every task left in the cgroup to its home, drops the page
     /// cache charged to it and removes it.
     fn remove(&mut self) -> io::Result<()> {

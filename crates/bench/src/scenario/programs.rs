@@ -11,6 +11,8 @@
 //! ([`larger`]: ext4, RocksDB's own block cache over `use_direct_reads`,
 //! the interposer). Then a forked pool reading a file twice the memory
 //! ([`pool`]: Python's `multiprocessing`, five ways at equal memory).
+//! PostgreSQL's pgbench runs twice: on a database that fits ([`pgbench`])
+//! and on one larger than its memory cgroup ([`pgbench_larger`]).
 //! Where `db_bench` is not on
 //! `PATH` the scenario says so and runs nothing. See `docs/bench/programs.md`.
 //!
@@ -37,19 +39,23 @@ mod command;
 pub mod larger;
 mod output;
 pub mod pgbench;
+pub mod pgbench_larger;
 pub mod pool;
 
 use command::{checked, interposed, interposer_note, plain, DbRun};
 use larger::{Larger, LARGER, LARGER_ALIGNED};
 use output::{one_line, r_ops, DbResult};
 use pgbench::{Pgbench, SHARED};
+use pgbench_larger::{PgLarger, EXT4_25, EXT4_75};
 use pool::{Pool, POOL, PRIVATE};
 
 /// The program, and the Debian package that has it.
 pub const PROGRAM: &str = "db_bench";
 /// A comma-separated list of the jobs to run, where set: `db_bench` (the
 /// [`BENCHMARKS`] three ways), `larger` ([`LARGER`]), `pgbench`
-/// ([`pgbench`]) and `pool` ([`pool`]); all when unset.
+/// ([`pgbench`]), `pgbench-larger` ([`pgbench_larger`]; or one of its
+/// sizes: `pgbench-larger-3x`, `pgbench-larger-10x`) and `pool`
+/// ([`pool`]); all when unset.
 const JOBS_ENV: &str = "FOLIOCACHE_PROGRAMS_JOBS";
 const PACKAGE: &str = "rocksdb-tools";
 /// The benchmarks measured, in the order they run; each is a job of the
@@ -89,6 +95,14 @@ pub const TARGETS: &[Target<&str>] = &[
     bandwidth(DIRECT, EXT4).of(LARGER_ALIGNED),
     bandwidth(SHARED, EXT4).of(pgbench::SELECT).at_least(1.2),
     bandwidth(SHARED, EXT4).of(pgbench::TPCB).at_least(1.0),
+    bandwidth(INTERPOSER, EXT4_25).of(pgbench_larger::SELECT_3X).at_least(1.2),
+    bandwidth(INTERPOSER, EXT4_75).of(pgbench_larger::SELECT_3X).at_least(1.2),
+    bandwidth(INTERPOSER, EXT4_25).of(pgbench_larger::TPCB_3X).at_least(1.0),
+    bandwidth(INTERPOSER, EXT4_75).of(pgbench_larger::TPCB_3X).at_least(1.0),
+    bandwidth(INTERPOSER, EXT4_25).of(pgbench_larger::SELECT_10X).at_least(1.2),
+    bandwidth(INTERPOSER, EXT4_75).of(pgbench_larger::SELECT_10X).at_least(1.2),
+    bandwidth(INTERPOSER, EXT4_25).of(pgbench_larger::TPCB_10X).at_least(1.0),
+    bandwidth(INTERPOSER, EXT4_75).of(pgbench_larger::TPCB_10X).at_least(1.0),
     bandwidth(INTERPOSER, EXT4).of(POOL).at_least(1.0),
     bandwidth(INTERPOSER, PRIVATE).of(POOL).at_least(0.9),
     bandwidth(INTERPOSER, MOUNT).of(POOL),
@@ -134,6 +148,8 @@ pub struct DbBench {
     pub larger: Larger,
     /// PostgreSQL's pgbench.
     pub pgbench: Pgbench,
+    /// PostgreSQL's pgbench larger than its memory.
+    pub pgbench_larger: PgLarger,
     /// The forked pool.
     pub pool: Pool,
 }
@@ -192,6 +208,7 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
         capacity,
         larger: Larger::new(quick),
         pgbench: Pgbench::new(quick),
+        pgbench_larger: PgLarger::new(quick),
         pool: Pool::new(quick),
     };
     let Judged { ratios, targets } =
@@ -216,7 +233,7 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
              the interposer saving its list of cached ranges at exit (`foliocache run`'s state \
              file), and a new process, the interposer loading that list in the background, \
              reads {} keys in order, then {} at random (measured; the kernel's page cache and \
-             the mount's keep what the fill left). {} {} {}",
+             the mount's keep what the fill left). {} {} {} {}",
             fmt_size_approx(raw),
             fmt_size(BLOCK_CACHE),
             fmt_size(capacity),
@@ -225,6 +242,7 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
             db.restart_reads(),
             db.larger.describe(),
             db.pgbench.describe(),
+            db.pgbench_larger.describe(),
             db.pool.describe(),
         ),
         jobs: Vec::new(),
@@ -392,23 +410,23 @@ pub fn run(
     if wanted(PROGRAM) {
         runs = three_ways(db, &db_bench, root.path(), data_dir, repeat, notes, say)?;
     }
+    let at = Place {
+        root: root.path(),
+        avail,
+        repeat,
+    };
     if wanted("larger") {
-        let at = Place {
-            root: root.path(),
-            avail,
-            repeat,
-        };
         runs.extend(larger::run(&db_bench, &db.larger, at, notes, say)?);
     }
     if wanted("pgbench") {
         runs.extend(pgbench::run(&db.pgbench, root.path(), repeat, notes, say)?);
     }
+    let mut pg_larger = db.pgbench_larger.clone();
+    pg_larger.select(wanted);
+    if !pg_larger.sizes.is_empty() {
+        runs.extend(pgbench_larger::run(&pg_larger, at, notes, say)?);
+    }
     if wanted(POOL) {
-        let at = Place {
-            root: root.path(),
-            avail,
-            repeat,
-        };
         runs.extend(pool::run(&db.pool, at, notes, say)?);
     }
     root.close().context("programs: removing the databases")?;

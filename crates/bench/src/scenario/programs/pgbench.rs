@@ -42,7 +42,7 @@ pub const TPCB: &str = "pgbench-tpcb";
 /// Under `foliocache run --shared`.
 pub const SHARED: &str = "shared";
 /// Clients (and pgbench threads) of each run.
-const CLIENTS: u32 = 2;
+pub(super) const CLIENTS: u32 = 2;
 /// pgbench's scale (full, and with `--quick`): 100,000 accounts, about
 /// 15 MB, a unit.
 const SCALE: FullQuick<u32> = FullQuick(16, 2);
@@ -110,29 +110,56 @@ impl Pgbench {
     }
 }
 
-/// The server and the script each run executes, with `$1` PostgreSQL's
-/// programs, `$2` the run's directory, `$3` the scale, `$4` the seconds,
-/// `$5` `shared_buffers` in MiB: the server stops however the script ends.
-const SCRIPT: &str = r#"#!/bin/sh
+/// The server and the script each run executes: `$1` `init` (a cluster,
+/// `pgbench -i -s $5` and a checkpoint), `run` (the size, then `pgbench
+/// -S` and TPC-B for `$6` s each, their read counters around them) or
+/// `fresh` (a cluster, `pgbench -i -s $5`, then as `run`), `$2`
+/// PostgreSQL's programs, `$3` the cluster, `$4` the run's directory, `$7`
+/// `shared_buffers` in MiB, `$8` the data's block device's stat file
+/// (`-`: none). The server stops however the script ends.
+pub(super) const SCRIPT: &str = r#"#!/bin/sh
 set -e
-B=$1 D=$2
-"$B/initdb" -D "$D/data" -A trust > /dev/null
-"$B/postgres" -D "$D/data" -c shared_buffers=$5MB -c listen_addresses= \
+B=$2 C=$3 D=$4 S=$8
+[ "$1" = run ] || "$B/initdb" -D "$C" -A trust > /dev/null
+"$B/postgres" -D "$C" -c shared_buffers=$7MB -c listen_addresses= \
   -c unix_socket_directories="$D" -c max_wal_size=1GB > "$D/log" 2>&1 &
 pid=$!
 trap 'kill -INT $pid 2>/dev/null; wait $pid 2>/dev/null || true' EXIT
 i=0
 until "$B/pg_isready" -h "$D" -q; do
   i=$((i + 1))
-  if [ $i -gt 150 ]; then echo "the server did not start:" >&2; cat "$D/log" >&2; exit 1; fi
+  if [ $i -gt 300 ]; then echo "the server did not start:" >&2; cat "$D/log" >&2; exit 1; fi
   sleep 0.2
 done
-"$B/pgbench" -h "$D" -i -q -s $3 postgres > "$D/init" 2>&1 || { cat "$D/init" >&2; exit 1; }
+if [ "$1" != run ]; then
+  "$B/pgbench" -h "$D" -i -q -s $5 postgres > "$D/init" 2>&1 || { cat "$D/init" >&2; exit 1; }
+fi
+if [ "$1" = init ]; then
+  "$B/psql" -h "$D" -q -c checkpoint postgres
+  exit 0
+fi
+reads() {
+  sleep 0.2
+  s=$(sed -n 's/^read_bytes: *//p' /proc/$pid/io 2>/dev/null) || s=
+  if [ -n "$s" ]; then
+    for p in $(cat /proc/$pid/task/*/children 2>/dev/null); do
+      r=$(sed -n 's/^read_bytes: *//p' /proc/$p/io 2>/dev/null) || r=
+      s=$((s + ${r:-0}))
+    done
+  fi
+  dev="- -"
+  [ -r "$S" ] && dev=$(awk '{print $1, $3}' "$S")
+  echo "== reads ${s:--} $dev"
+}
 echo "== size $("$B/psql" -h "$D" -At -c "select pg_database_size('postgres')" postgres)"
 echo "== pgbench-select"
-"$B/pgbench" -h "$D" -S -c 2 -j 2 -T $4 postgres
+reads
+"$B/pgbench" -h "$D" -S -c 2 -j 2 -T $6 postgres
+reads
 echo "== pgbench-tpcb"
-"$B/pgbench" -h "$D" -c 2 -j 2 -T $4 postgres
+reads
+"$B/pgbench" -h "$D" -c 2 -j 2 -T $6 postgres
+reads
 "#;
 
 /// Runs the job `repeat` rounds in a directory of `root`: its runs, none
@@ -147,8 +174,8 @@ pub fn run(
     notes: &mut Vec<String>,
     say: &dyn Fn(&str),
 ) -> Result<Vec<JobRuns>> {
-    let job = match Job::new(pg, root) {
-        Ok(job) => job,
+    let job = match Server::new(root, "pgbench") {
+        Ok(server) => Job { pg, server },
         Err(why) => {
             let n = format!("programs: {SELECT} and {TPCB} left out: {why:#}");
             tell(notes, say, n);
@@ -160,56 +187,56 @@ pub fn run(
         super::super::rounds::rounds("programs", &labels, &[SELECT, TPCB], repeat, say, |w| {
             job.round(labels[w])
         })?;
-    fs::remove_dir_all(&job.dir)
-        .with_context(|| format!("programs: removing {}", job.dir.display()))?;
+    fs::remove_dir_all(&job.server.dir)
+        .with_context(|| format!("programs: removing {}", job.server.dir.display()))?;
     Ok(runs)
 }
 
-/// PostgreSQL's programs, the job's directory and how to run in it.
-struct Job<'a> {
-    pg: &'a Pgbench,
-    bin: PathBuf,
-    dir: PathBuf,
-    /// The `foliocache` binary the `shared` way runs (beside its library).
-    foliocache: PathBuf,
+/// PostgreSQL's programs, a job's directory and how to run in it (as
+/// PostgreSQL's user where this process is root).
+pub(super) struct Server {
+    pub(super) bin: PathBuf,
+    pub(super) dir: PathBuf,
+    /// The `foliocache` binary the ways under it run (beside its library).
+    pub(super) foliocache: PathBuf,
     /// The user PostgreSQL runs as (`None`: this process's).
     user: Option<&'static str>,
 }
 
-impl<'a> Job<'a> {
-    /// Finds PostgreSQL and makes the job's directory; an error says why
-    /// the job cannot run here.
-    fn new(pg: &'a Pgbench, root: &Path) -> Result<Job<'a>> {
+impl Server {
+    /// Finds PostgreSQL and makes the job's directory `root/name` with
+    /// [`SCRIPT`] in it (`run.sh`); an error says why the job cannot run
+    /// here.
+    pub(super) fn new(root: &Path, name: &str) -> Result<Server> {
         let bin = postgres_bin()?;
-        let dir = root.join("pgbench");
+        let dir = root.join(name);
         fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let root_user = rustix::process::geteuid().is_root();
-        let mut job = Job {
-            pg,
+        let mut server = Server {
             bin,
             foliocache: std::env::current_exe().context("the foliocache binary")?,
             dir,
             user: root_user.then_some("postgres"),
         };
-        fs::write(job.dir.join("run.sh"), SCRIPT)?;
+        fs::write(server.dir.join("run.sh"), SCRIPT)?;
         if root_user {
             // Reachable by the server's user: the job's directories
             // (traversable, not listable), and copies of the binary and
             // its library.
-            for d in [root, &job.dir] {
+            for d in [root, &server.dir] {
                 fs::set_permissions(d, fs::Permissions::from_mode(0o711))?;
             }
-            let copies = job.dir.join("bin");
+            let copies = server.dir.join("bin");
             fs::create_dir(&copies)?;
-            let lib = crate::preload::library_for(&job.foliocache)?;
-            for from in [&job.foliocache, &lib] {
+            let lib = crate::preload::library_for(&server.foliocache)?;
+            for from in [&server.foliocache, &lib] {
                 let name = from.file_name().context("a file without a name")?;
                 fs::copy(from, copies.join(name))
                     .with_context(|| format!("copying {}", from.display()))?;
             }
-            job.foliocache = copies.join("foliocache");
-            let script = job.dir.join("run.sh");
-            let reach = job.as_user("test").arg("-r").arg(&script).status()?;
+            server.foliocache = copies.join("foliocache");
+            let script = server.dir.join("run.sh");
+            let reach = server.as_user("test").arg("-r").arg(&script).status()?;
             if !reach.success() {
                 bail!(
                     "the postgres user cannot reach {} (a directory above it closed to \
@@ -218,11 +245,11 @@ impl<'a> Job<'a> {
                 );
             }
         }
-        Ok(job)
+        Ok(server)
     }
 
     /// `program` as PostgreSQL's user.
-    fn as_user(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+    pub(super) fn as_user(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
         match self.user {
             Some(user) => {
                 let mut c = Command::new("runuser");
@@ -233,9 +260,9 @@ impl<'a> Job<'a> {
         }
     }
 
-    /// One run of `way`: a fresh cluster, both benchmarks; their records.
-    fn round(&self, way: &str) -> Result<Vec<RunRecord>> {
-        let d = self.dir.join(way);
+    /// A fresh directory `name` of the job's, PostgreSQL's user's.
+    pub(super) fn fresh_dir(&self, name: &str) -> Result<PathBuf> {
+        let d = self.dir.join(name);
         match fs::remove_dir_all(&d) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                 return Err(e).with_context(|| format!("programs: removing {}", d.display()))
@@ -249,37 +276,68 @@ impl<'a> Job<'a> {
                 bail!("programs: chown {user} {}: {owner}", d.display());
             }
         }
-        let mut cmd = if way == SHARED {
-            let mut c = self.as_user(&self.foliocache);
-            c.arg("run")
-                .arg("--shared")
-                .arg(format!("--capacity={}", self.pg.capacity()))
-                .arg("--dir")
-                .arg(&d)
-                .arg("--");
-            c.arg("sh");
-            c
-        } else {
-            self.as_user("sh")
+        Ok(d)
+    }
+
+    /// The job's script (`run.sh`) with `args`, under `foliocache run
+    /// FOLIOCACHE_ARGS --` where `run` is given, as PostgreSQL's user.
+    pub(super) fn script(&self, run: Option<&[String]>) -> Command {
+        let mut cmd = match run {
+            Some(args) => {
+                let mut c = self.as_user(&self.foliocache);
+                c.arg("run").args(args).arg("--").arg("sh");
+                c
+            }
+            None => self.as_user("sh"),
         };
-        cmd.arg(self.dir.join("run.sh"))
-            .arg(&self.bin)
+        cmd.arg(self.dir.join("run.sh"));
+        cmd
+    }
+}
+
+/// The output of a script's run (`what`) that succeeded, parsed; an error
+/// with its output's tail where it failed or did not parse.
+pub(super) fn parsed(what: &str, out: &std::process::Output) -> Result<PgResults> {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        bail!(
+            "{what} failed ({}):\n{}\n{}",
+            out.status,
+            tail(&String::from_utf8_lossy(&out.stderr)),
+            tail(&stdout)
+        );
+    }
+    parse(&stdout).with_context(|| format!("{what}:\n{}", tail(&stdout)))
+}
+
+/// The fitting database's job: its settings and its server.
+struct Job<'a> {
+    pg: &'a Pgbench,
+    server: Server,
+}
+
+impl Job<'_> {
+    /// One run of `way`: a fresh cluster, both benchmarks; their records.
+    fn round(&self, way: &str) -> Result<Vec<RunRecord>> {
+        let d = self.server.fresh_dir(way)?;
+        let run = [
+            "--shared".to_string(),
+            format!("--capacity={}", self.pg.capacity()),
+            "--dir".to_string(),
+            d.display().to_string(),
+        ];
+        let mut cmd = self.server.script((way == SHARED).then_some(&run[..]));
+        cmd.arg("fresh")
+            .arg(&self.server.bin)
+            .arg(d.join("data"))
             .arg(&d)
             .arg(self.pg.scale.to_string())
             .arg(self.pg.seconds.to_string())
-            .arg((self.pg.shared_buffers() >> 20).to_string());
+            .arg((self.pg.shared_buffers() >> 20).to_string())
+            .arg("-");
         let what = format!("programs: pgbench ({way})");
         let out = cmd.output().with_context(|| what.clone())?;
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        if !out.status.success() {
-            bail!(
-                "{what} failed ({}):\n{}\n{}",
-                out.status,
-                tail(&String::from_utf8_lossy(&out.stderr)),
-                tail(&stdout)
-            );
-        }
-        let results = parse(&stdout).with_context(|| format!("{what}:\n{}", tail(&stdout)))?;
+        let results = parsed(&what, &out)?;
         fs::remove_dir_all(&d).with_context(|| format!("programs: removing {}", d.display()))?;
         Ok(results
             .runs
@@ -291,12 +349,8 @@ impl<'a> Job<'a> {
     /// The record of run `r` on `way`, of a database of `size` bytes.
     fn record(&self, way: &str, r: &PgRun, size: u64) -> RunRecord {
         let mut notes = vec![format!(
-            "pgbench: {} transactions in {} s, {:.0} tps, latency average {:.3} ms; \
-             database {}, shared_buffers {}",
-            r.transactions,
-            self.pg.seconds,
-            r.tps,
-            r.latency_ms,
+            "{}; database {}, shared_buffers {}",
+            r.line(self.pg.seconds),
             fmt_size_approx(size),
             fmt_size(self.pg.shared_buffers()),
         )];
@@ -306,22 +360,35 @@ impl<'a> Job<'a> {
                 fmt_size(self.pg.capacity())
             ));
         }
-        let job = RunJob {
-            rw: r.name,
-            bs: PAGE,
-            numjobs: CLIENTS as usize,
-            file_size: size,
-            ..RunJob::default()
-        };
-        let lat = Latency {
-            mean: r.latency_ms * 1e6,
-            ..Latency::default()
-        };
-        let seconds = f64::from(self.pg.seconds);
-        let mut rec = program_record(way, job, (r.transactions, seconds, r.tps), lat, notes);
+        let mut rec = pg_record(way, r.name, r, (size, self.pg.seconds), notes);
         rec.memory.capacity = (way == SHARED).then_some(self.pg.capacity());
         rec
     }
+}
+
+/// The record of run `r` on `way` as job `name`: a database of `size`
+/// bytes, `seconds` of pgbench, its transactions counted as
+/// [`PAGE`]s.
+pub(super) fn pg_record(
+    way: &str,
+    name: &'static str,
+    r: &PgRun,
+    (size, seconds): (u64, u32),
+    notes: Vec<String>,
+) -> RunRecord {
+    let job = RunJob {
+        rw: name,
+        bs: PAGE,
+        numjobs: CLIENTS as usize,
+        file_size: size,
+        ..RunJob::default()
+    };
+    let lat = Latency {
+        mean: r.latency_ms * 1e6,
+        ..Latency::default()
+    };
+    let figures = (r.transactions, f64::from(seconds), r.tps);
+    program_record(way, job, figures, lat, notes)
 }
 
 /// The newest PostgreSQL's programs under [`VERSIONS`].
@@ -346,22 +413,60 @@ fn postgres_bin() -> Result<PathBuf> {
 
 /// One pgbench run's figures.
 #[derive(Debug, Clone, PartialEq)]
-struct PgRun {
-    name: &'static str,
-    transactions: u64,
-    tps: f64,
-    latency_ms: f64,
+pub(super) struct PgRun {
+    pub(super) name: &'static str,
+    pub(super) transactions: u64,
+    pub(super) tps: f64,
+    pub(super) latency_ms: f64,
+    /// The read counters the script printed before and after the run
+    /// (`== reads SERVER DEVICE_READS DEVICE_SECTORS`; none where it
+    /// prints none).
+    counts: Vec<Counts>,
+}
+
+/// Read counters at one moment, `None` where unknown (`-`): the bytes
+/// the server's processes had read from storage (`/proc/PID/io`
+/// `read_bytes` of the postmaster, which holds its reaped children's, and
+/// of its live children), and the reads and 512-byte sectors the data's
+/// block device had completed.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub(super) struct Counts {
+    pub(super) server_bytes: Option<u64>,
+    pub(super) device_reads: Option<u64>,
+    pub(super) device_sectors: Option<u64>,
+}
+
+impl PgRun {
+    /// `pgbench: N transactions in S s, T tps, latency average L ms`.
+    pub(super) fn line(&self, seconds: u32) -> String {
+        format!(
+            "pgbench: {} transactions in {seconds} s, {:.0} tps, latency average {:.3} ms",
+            self.transactions, self.tps, self.latency_ms
+        )
+    }
+
+    /// What was read during the run: the last counters less the first
+    /// (`None` where the script printed fewer than two).
+    pub(super) fn read(&self) -> Option<Counts> {
+        let (a, b) = (self.counts.first()?, self.counts.last()?);
+        let d = |a: Option<u64>, b: Option<u64>| Some(b?.saturating_sub(a?));
+        (self.counts.len() >= 2).then(|| Counts {
+            server_bytes: d(a.server_bytes, b.server_bytes),
+            device_reads: d(a.device_reads, b.device_reads),
+            device_sectors: d(a.device_sectors, b.device_sectors),
+        })
+    }
 }
 
 /// What a run's script printed: the database's size and both runs.
 #[derive(Debug, Clone, PartialEq)]
-struct PgResults {
-    size: u64,
-    runs: Vec<PgRun>,
+pub(super) struct PgResults {
+    pub(super) size: u64,
+    pub(super) runs: Vec<PgRun>,
 }
 
 /// Parses the script's output: `== size N`, then each benchmark's `==
-/// NAME` line followed by pgbench's report.
+/// NAME` line followed by pgbench's report (and `== reads` lines).
 fn parse(out: &str) -> Result<PgResults> {
     let mut size = None;
     let mut runs: Vec<PgRun> = Vec::new();
@@ -372,6 +477,16 @@ fn parse(out: &str) -> Result<PgResults> {
                 s.parse()
                     .with_context(|| format!("the database's size: {s}"))?,
             );
+        } else if let Some(c) = field("== reads ") {
+            let r = runs
+                .last_mut()
+                .context("read counters before a benchmark")?;
+            let mut v = c.split_whitespace().map(|w| w.parse::<u64>().ok());
+            r.counts.push(Counts {
+                server_bytes: v.next().flatten(),
+                device_reads: v.next().flatten(),
+                device_sectors: v.next().flatten(),
+            });
         } else if let Some(name) = field("== ") {
             let name = [SELECT, TPCB]
                 .into_iter()
@@ -382,6 +497,7 @@ fn parse(out: &str) -> Result<PgResults> {
                 transactions: 0,
                 tps: f64::NAN,
                 latency_ms: f64::NAN,
+                counts: Vec::new(),
             });
         } else if let Some(r) = runs.last_mut() {
             if let Some(n) = field("number of transactions actually processed:") {
@@ -448,12 +564,14 @@ tps = 411.331 (without initial connection time)
                     transactions: 120_345,
                     tps: 40115.666351,
                     latency_ms: 0.05,
+                    counts: Vec::new(),
                 },
                 PgRun {
                     name: TPCB,
                     transactions: 1234,
                     tps: 411.331,
                     latency_ms: 4.862,
+                    counts: Vec::new(),
                 },
             ]
         );
