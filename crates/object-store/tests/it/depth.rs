@@ -93,3 +93,35 @@ async fn a_streams_prefetch_reaches_what_the_link_needs() {
         "the GETs reached {lead} bytes ahead of the reader"
     );
 }
+
+/// A stream of 48 MiB read in 128 KiB pieces (a mount's reads) through a
+/// cache of 64 MiB: its prefetch's spans are whole readahead windows of
+/// 2 MiB from where each starts, so the object comes in about one GET a
+/// window (24, and the first reads' own). Spans cut at the reader's end
+/// plus the depth (about 4 MiB and a piece each) ended in a piece of a
+/// window, and the next span began with the rest: three GETs for every
+/// two windows. Every read has its bytes; counted, not timed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streams_gets_are_whole_windows() {
+    let inner = Counting::new();
+    let seen = inner.seen.clone();
+    let p = Path::from("windows");
+    let size = 48usize << 20;
+    let d = bytes::Bytes::from(data(size, 90));
+    inner.inner.put(&p, d.clone().into()).await.unwrap();
+    seen.delay_ms.store(2, Ordering::SeqCst);
+    let s = CachedStore::new(inner, threaded_cache(64 << 20, 16));
+    let piece = 128usize << 10;
+    for at in (0..size).step_by(piece) {
+        let got = s
+            .get_range(&p, at as u64..(at + piece) as u64)
+            .await
+            .unwrap();
+        assert_eq!(&got[..], &d[at..at + piece], "at {at}");
+    }
+    let (gets, windows) = (seen.gets(), (size >> 21) as u64);
+    assert!(
+        gets <= windows + 4,
+        "{gets} GETs for {windows} windows of 2 MiB"
+    );
+}
