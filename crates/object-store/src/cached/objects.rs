@@ -298,7 +298,8 @@ impl Object {
     /// A stream's read ending at `end`: the bytes to read ahead of it now,
     /// if its prefetch is to be extended (it reaches less than half its
     /// depth ahead of `end`): from where it reached (or `end`, for a
-    /// stream that started again elsewhere) to `end` plus the depth, which
+    /// stream that started again elsewhere) to about `end` plus the depth
+    /// (whole windows of `File::readahead`, each a GET, from there), which
     /// starts at [`FIRST_DEPTH`] and doubles at each extension, never
     /// past `most` (what the link needs, the cache can hold and the GET
     /// budget allows: `read::prefetch`; a bound that fell since the last
