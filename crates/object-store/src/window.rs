@@ -167,13 +167,12 @@ impl LinkModel {
 
     /// How far ahead of its reader a stream's prefetch reaches, at most
     /// `most`: twice `L x B_all` (see the module documentation), at least
-    /// [`MIN_DEPTH`]; `most` itself until the link is measured.
+    /// [`MIN_DEPTH`]; no more than that until the link is measured (a
+    /// span sent deeper before would still be fetched, ahead of the
+    /// reader, after the measure bounded the depth).
     pub(crate) fn stream_depth(&self, most: u64) -> u64 {
         let s = self.state.lock();
-        match s.link_depth() {
-            Some(d) => d.max(MIN_DEPTH).min(most),
-            None => most,
-        }
+        s.link_depth().unwrap_or(0).max(MIN_DEPTH).min(most)
     }
 
     /// Records one GET: its first byte came after `latency`, and its body
@@ -456,7 +455,7 @@ mod tests {
     fn the_stream_depth_follows_the_rate_of_all_gets_together() {
         for together in [1u32, 4] {
             let m = LinkModel::default();
-            assert_eq!(m.stream_depth(64 << 20), 64 << 20, "not measured yet");
+            assert_eq!(m.stream_depth(64 << 20), MIN_DEPTH, "not measured yet");
             let t0 = Instant::now();
             let mut s = m.state.lock();
             // 1 MB bodies, `together` at a time: each takes 10 ms x

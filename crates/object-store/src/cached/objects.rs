@@ -209,6 +209,10 @@ impl Drop for ReadingOnce {
 /// the bound.
 pub(crate) const FIRST_DEPTH: u64 = 8 << 20;
 
+/// `File::readahead`'s largest window, one GET: a prefetch's span is
+/// whole ones from where it starts.
+const SPAN_WINDOW: u64 = 2 << 20;
+
 /// `Object::stream_pages` before any window was set.
 const CACHE_DEFAULT: u64 = u64::MAX;
 /// Reads in a row, each beginning where the last ended, after which the
@@ -294,7 +298,8 @@ impl Object {
     /// A stream's read ending at `end`: the bytes to read ahead of it now,
     /// if its prefetch is to be extended (it reaches less than half its
     /// depth ahead of `end`): from where it reached (or `end`, for a
-    /// stream that started again elsewhere) to `end` plus the depth, which
+    /// stream that started again elsewhere) to about `end` plus the depth
+    /// (whole windows of `File::readahead`, each a GET, from there), which
     /// starts at [`FIRST_DEPTH`] and doubles at each extension, never
     /// past `most` (what the link needs, the cache can hold and the GET
     /// budget allows: `read::prefetch`; a bound that fell since the last
@@ -315,7 +320,19 @@ impl Object {
         if from >= size || from >= end.saturating_add(depth / 2) {
             return None;
         }
-        let to = end.saturating_add(depth).min(size);
+        // Whole windows of `File::readahead` from `from` (each its own
+        // GET), unless the span is less than one or reaches the end: a
+        // span cut anywhere would end in a piece of a window, and the next
+        // span begin with the rest, two GETs for one at each extension.
+        // From `from`, not on multiples of the window, so the folios'
+        // sizes stay those the stream's own alignment gives (see
+        // docs/measurements/2026-12-01-objectstore-prefetch-depth.md, 5).
+        let reach = end.saturating_add(depth);
+        let whole = (reach - from) / SPAN_WINDOW * SPAN_WINDOW;
+        let to = match whole == 0 || reach >= size {
+            true => reach.min(size),
+            false => from + whole,
+        };
         self.prefetched.store(to, Ordering::Relaxed);
         self.depth
             .store(depth.saturating_mul(2).min(most).max(depth), Ordering::Relaxed);

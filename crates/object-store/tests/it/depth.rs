@@ -15,6 +15,21 @@ use crate::prefetch::threaded_cache;
 
 const PAGE: u64 = 4096;
 
+/// A counting store holding `name`, `size` bytes of `data` (`seed`).
+async fn stored(name: &str, size: usize, seed: u64) -> (Counting, Path, bytes::Bytes) {
+    let inner = Counting::new();
+    let p = Path::from(name);
+    let d = bytes::Bytes::from(data(size, seed));
+    inner.inner.put(&p, d.clone().into()).await.unwrap();
+    (inner, p, d)
+}
+
+/// Reads `r` of `p` through `s` and checks it is `r` of `d`.
+async fn read_checked(s: &CachedStore<Counting>, p: &Path, d: &[u8], r: std::ops::Range<usize>) {
+    let got = s.get_range(p, r.start as u64..r.end as u64).await.unwrap();
+    assert_eq!(&got[..], &d[r.clone()], "at {}", r.start);
+}
+
 /// An object of `pages` pages read once from its start in 4 KiB reads
 /// through a memory-only cache of `capacity` bytes: the bytes fetched.
 async fn one_pass(pages: u64, capacity: usize) -> u64 {
@@ -62,12 +77,9 @@ async fn a_stream_through_a_small_cache_fetches_what_it_reads() {
 /// The link's pace is a sleep; nothing is timed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_streams_prefetch_reaches_what_the_link_needs() {
-    let inner = Counting::new();
-    let seen = inner.seen.clone();
-    let p = Path::from("linked");
     let size = 48usize << 20;
-    let d = bytes::Bytes::from(data(size, 89));
-    inner.inner.put(&p, d.clone().into()).await.unwrap();
+    let (inner, p, d) = stored("linked", size, 89).await;
+    let seen = inner.seen.clone();
     seen.delay_ms.store(10, Ordering::SeqCst);
     seen.piece.store(64 << 10, Ordering::SeqCst);
     seen.link_us.store(1000, Ordering::SeqCst);
@@ -78,11 +90,7 @@ async fn a_streams_prefetch_reaches_what_the_link_needs() {
     let piece = 256usize << 10;
     let mut lead = 0u64;
     for at in (0..size).step_by(piece) {
-        let got = s
-            .get_range(&p, at as u64..(at + piece) as u64)
-            .await
-            .unwrap();
-        assert_eq!(&got[..], &d[at..at + piece], "at {at}");
+        read_checked(&s, &p, &d, at..at + piece).await;
         if at >= 16 << 20 {
             let end = (at + piece) as u64;
             lead = lead.max(seen.max_end.load(Ordering::SeqCst).saturating_sub(end));
@@ -91,5 +99,30 @@ async fn a_streams_prefetch_reaches_what_the_link_needs() {
     assert!(
         lead <= 12 << 20,
         "the GETs reached {lead} bytes ahead of the reader"
+    );
+}
+
+/// A stream of 48 MiB read in 128 KiB pieces (a mount's reads) through a
+/// cache of 64 MiB: its prefetch's spans are whole readahead windows of
+/// 2 MiB from where each starts, so the object comes in about one GET a
+/// window (24, and the first reads' own). Spans cut at the reader's end
+/// plus the depth (about 4 MiB and a piece each) ended in a piece of a
+/// window, and the next span began with the rest: three GETs for every
+/// two windows. Every read has its bytes; counted, not timed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streams_gets_are_whole_windows() {
+    let size = 48usize << 20;
+    let (inner, p, d) = stored("windows", size, 90).await;
+    let seen = inner.seen.clone();
+    seen.delay_ms.store(2, Ordering::SeqCst);
+    let s = CachedStore::new(inner, threaded_cache(64 << 20, 16));
+    let piece = 128usize << 10;
+    for at in (0..size).step_by(piece) {
+        read_checked(&s, &p, &d, at..at + piece).await;
+    }
+    let (gets, windows) = (seen.gets(), (size >> 21) as u64);
+    assert!(
+        gets <= windows + 4,
+        "{gets} GETs for {windows} windows of 2 MiB"
     );
 }
