@@ -129,7 +129,7 @@ impl PgLarger {
     /// is what no limit may reclaim beside it: the server's processes'
     /// own memory (their heaps, PostgreSQL's shared memory past
     /// `shared_buffers`), pgbench's, and the cache's bookkeeping in its
-    /// segment (a 32-byte descriptor and about 8 bytes of index a page,
+    /// segment (a 32-byte descriptor and 8 to 16 bytes of index a page,
     /// `Layout::of`, docs/design.md section 13) and the page tables of
     /// each process mapping it. Measured with L/6 for all of it
     /// (docs/measurements/2026-12-01-pgbench-larger.md): the cgroup
