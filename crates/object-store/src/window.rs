@@ -89,10 +89,10 @@ const MIN_STREAM_PAGES: u64 = 32;
 /// `File::readahead`'s largest windows (2 MiB), so that an extension, sent
 /// when half the depth is left, is two whole windows' GETs in flight
 /// together. At 4 MiB a cold read at 100 MB/s sent half again as many
-/// GETs, smaller ones, and kept the link less full (measured:
-/// docs/measurements/2026-12-01-objectstore-prefetch-depth.md); over a
-/// link of negligible latency (memory, a local disk) it would only send
-/// more, smaller GETs.
+/// GETs, smaller ones, and kept the link less full (docs/object-store.md,
+/// "A stream's prefetch is as deep as the link needs"); over a link of
+/// negligible latency (memory, a local disk) it would only send more,
+/// smaller GETs.
 pub(crate) const MIN_DEPTH: u64 = 8 << 20;
 /// `LinkModel::fixed`'s "never widen".
 const NEVER: u64 = u64::MAX;

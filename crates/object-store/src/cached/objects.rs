@@ -326,7 +326,8 @@ impl Object {
         // span begin with the rest, two GETs for one at each extension.
         // From `from`, not on multiples of the window, so the folios'
         // sizes stay those the stream's own alignment gives (see
-        // docs/measurements/2026-12-01-objectstore-prefetch-depth.md, 5).
+        // docs/object-store.md, "A stream's prefetch is as deep as the
+        // link needs").
         let reach = end.saturating_add(depth);
         let whole = (reach - from) / SPAN_WINDOW * SPAN_WINDOW;
         let to = match whole == 0 || reach >= size {
