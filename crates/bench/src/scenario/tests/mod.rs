@@ -188,6 +188,12 @@ fn every_table_names_its_scenarios_jobs_and_engines() {
             &programs::BENCHMARKS[..],
             &[programs::larger::LARGER, programs::larger::LARGER_ALIGNED],
             &[programs::pgbench::SELECT, programs::pgbench::TPCB],
+            &[
+                programs::pgbench_larger::SELECT_3X,
+                programs::pgbench_larger::TPCB_3X,
+                programs::pgbench_larger::SELECT_10X,
+                programs::pgbench_larger::TPCB_10X,
+            ],
             &[programs::pool::POOL],
         ]
         .concat(),
@@ -350,6 +356,7 @@ fn the_full_larger_jobs_memory_is_split_at_three_quarters() {
 
 #[test]
 fn programs_fills_and_reads_keys_three_ways_with_the_issues_targets() {
+    use programs::pgbench_larger::{EXT4_25, EXT4_75, SELECT_10X, SELECT_3X, TPCB_10X, TPCB_3X};
     use programs::{larger::LARGER, pool::POOL, FILLSEQ, READRANDOM, READSEQ, RESTART};
     let p = plan_of(&["--scenario", "programs", "--quick"]);
     let sc = only(&p);
@@ -367,6 +374,7 @@ fn programs_fills_and_reads_keys_three_ways_with_the_issues_targets() {
         sc.targets
     );
     let i = |j, min| ("ext4".to_string(), min, Some(j));
+    let pgl = |e: &str, min, j| (e.to_string(), min, Some(j));
     assert_eq!(
         bandwidth_targets(sc, "interposer"),
         [
@@ -378,6 +386,16 @@ fn programs_fills_and_reads_keys_three_ways_with_the_issues_targets() {
             // block cache over direct reads, at equal memory.
             i(LARGER, 1.1),
             ("direct".to_string(), 1.0, Some(LARGER)),
+            // PostgreSQL larger than its memory: against ext4 with
+            // `shared_buffers` at a quarter and at three quarters.
+            pgl(EXT4_25, 1.2, SELECT_3X),
+            pgl(EXT4_75, 1.2, SELECT_3X),
+            pgl(EXT4_25, 1.0, TPCB_3X),
+            pgl(EXT4_75, 1.0, TPCB_3X),
+            pgl(EXT4_25, 1.2, SELECT_10X),
+            pgl(EXT4_75, 1.2, SELECT_10X),
+            pgl(EXT4_25, 1.0, TPCB_10X),
+            pgl(EXT4_75, 1.0, TPCB_10X),
             i(POOL, 1.0),
             ("private".to_string(), 0.9, Some(POOL)),
         ]
@@ -391,8 +409,8 @@ fn programs_fills_and_reads_keys_three_ways_with_the_issues_targets() {
             pg(programs::pgbench::TPCB, 1.0)
         ]
     );
-    assert_eq!(sc.targets.len(), 10);
-    assert_eq!(sc.ratios.len(), 20);
+    assert_eq!(sc.targets.len(), 18);
+    assert_eq!(sc.ratios.len(), 28);
     assert!(sc.description.contains("pgbench -S"), "{}", sc.description);
     let lg = &db.larger;
     assert_eq!((lg.keys, lg.limit, lg.reads), (900_000, 96 << 20, 10_000));
