@@ -354,9 +354,42 @@ fn the_full_larger_jobs_memory_is_split_at_three_quarters() {
     );
 }
 
+type Targets = Vec<(String, f64, Option<JobName>)>;
+
+/// The interposer's targets of `sc` (the programs scenario) split: those
+/// against PostgreSQL's two ext4 ways larger than memory, and the rest.
+fn pgbench_larger_targets(sc: &Scenario) -> (Targets, Targets) {
+    use programs::pgbench_larger::{EXT4_25, EXT4_75};
+    bandwidth_targets(sc, "interposer")
+        .into_iter()
+        .partition(|(d, _, _)| d == EXT4_25 || d == EXT4_75)
+}
+
+/// PostgreSQL larger than its memory is judged against ext4 with
+/// `shared_buffers` at a quarter and at three quarters, each apart.
+#[test]
+fn programs_judges_pgbench_larger_against_both_ext4_ways() {
+    use programs::pgbench_larger::{EXT4_25, EXT4_75, SELECT_10X, SELECT_3X, TPCB_10X, TPCB_3X};
+    let p = plan_of(&["--scenario", "programs", "--quick"]);
+    let (pgl, _) = pgbench_larger_targets(only(&p));
+    let t = |e: &str, min, j| (e.to_string(), min, Some(j));
+    assert_eq!(
+        pgl,
+        [
+            t(EXT4_25, 1.2, SELECT_3X),
+            t(EXT4_75, 1.2, SELECT_3X),
+            t(EXT4_25, 1.0, TPCB_3X),
+            t(EXT4_75, 1.0, TPCB_3X),
+            t(EXT4_25, 1.2, SELECT_10X),
+            t(EXT4_75, 1.2, SELECT_10X),
+            t(EXT4_25, 1.0, TPCB_10X),
+            t(EXT4_75, 1.0, TPCB_10X),
+        ]
+    );
+}
+
 #[test]
 fn programs_fills_and_reads_keys_three_ways_with_the_issues_targets() {
-    use programs::pgbench_larger::{EXT4_25, EXT4_75, SELECT_10X, SELECT_3X, TPCB_10X, TPCB_3X};
     use programs::{larger::LARGER, pool::POOL, FILLSEQ, READRANDOM, READSEQ, RESTART};
     let p = plan_of(&["--scenario", "programs", "--quick"]);
     let sc = only(&p);
@@ -374,9 +407,10 @@ fn programs_fills_and_reads_keys_three_ways_with_the_issues_targets() {
         sc.targets
     );
     let i = |j, min| ("ext4".to_string(), min, Some(j));
-    let pgl = |e: &str, min, j| (e.to_string(), min, Some(j));
+    let (pgl, others) = pgbench_larger_targets(sc);
+    assert_eq!(pgl.len(), 8);
     assert_eq!(
-        bandwidth_targets(sc, "interposer"),
+        others,
         [
             i(FILLSEQ, 0.9),
             i(READSEQ, 1.0),
@@ -386,16 +420,6 @@ fn programs_fills_and_reads_keys_three_ways_with_the_issues_targets() {
             // block cache over direct reads, at equal memory.
             i(LARGER, 1.1),
             ("direct".to_string(), 1.0, Some(LARGER)),
-            // PostgreSQL larger than its memory: against ext4 with
-            // `shared_buffers` at a quarter and at three quarters.
-            pgl(EXT4_25, 1.2, SELECT_3X),
-            pgl(EXT4_75, 1.2, SELECT_3X),
-            pgl(EXT4_25, 1.0, TPCB_3X),
-            pgl(EXT4_75, 1.0, TPCB_3X),
-            pgl(EXT4_25, 1.2, SELECT_10X),
-            pgl(EXT4_75, 1.2, SELECT_10X),
-            pgl(EXT4_25, 1.0, TPCB_10X),
-            pgl(EXT4_75, 1.0, TPCB_10X),
             i(POOL, 1.0),
             ("private".to_string(), 0.9, Some(POOL)),
         ]
