@@ -29,7 +29,6 @@
 //! own), which shows what that costs the page caches.
 
 use std::fs;
-use std::num::NonZeroU64;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -297,19 +296,26 @@ pub(super) fn spawn_in(cg: &MemCgroup, cmd: &mut Command) -> Result<std::process
     Ok(child?)
 }
 
-/// Writes back and drops the page cache of every file in `dir`
-/// (`POSIX_FADV_DONTNEED`), so that the next way finds none of it.
+/// Writes back and drops the page cache of every file under `dir`, its
+/// subdirectories' too (`POSIX_FADV_DONTNEED`), so that the next way
+/// finds none of it.
 pub(super) fn drop_page_cache(dir: &Path) -> Result<()> {
     for e in fs::read_dir(dir).with_context(|| format!("programs: reading {}", dir.display()))? {
-        let path = e?.path();
-        if !path.is_file() {
+        let e = e?;
+        let path = e.path();
+        let kind = e.file_type()?;
+        if kind.is_dir() {
+            drop_page_cache(&path)?;
+            continue;
+        }
+        if !kind.is_file() {
             continue;
         }
         let f = fs::File::open(&path)
             .with_context(|| format!("programs: opening {}", path.display()))?;
         f.sync_all()
             .with_context(|| format!("programs: syncing {}", path.display()))?;
-        rustix::fs::fadvise(&f, 0, None::<NonZeroU64>, rustix::fs::Advice::DontNeed)
+        crate::sys::drop_cache(&f)
             .with_context(|| format!("programs: dropping the page cache of {}", path.display()))?;
     }
     Ok(())

@@ -275,7 +275,7 @@ impl Job<'_> {
     /// One run of `way`: the cluster's page cache dropped, the server in
     /// a cgroup of the limit, both benchmarks; their records.
     fn round(&self, way: &str) -> Result<Vec<RunRecord>> {
-        drop_tree(&self.cluster.join("data"))?;
+        drop_page_cache(&self.cluster.join("data"))?;
         let d = self.server.fresh_dir(way)?;
         let run = [
             format!("--capacity={}", self.pg.capacity()),
@@ -399,19 +399,6 @@ fn within(
         let killed = watchdog.join().unwrap_or(0);
         Ok((out?, killed))
     })
-}
-
-/// Writes back and drops the page cache of every file under `dir`
-/// ([`drop_page_cache`] of each directory).
-fn drop_tree(dir: &Path) -> Result<()> {
-    drop_page_cache(dir)?;
-    for e in fs::read_dir(dir).with_context(|| format!("programs: reading {}", dir.display()))? {
-        let e = e?;
-        if e.file_type()?.is_dir() {
-            drop_tree(&e.path())?;
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
