@@ -4,7 +4,10 @@
 //! what the segment holds unsaved.
 //!
 //! The child is a copy of a program that may have threads, so it only
-//! makes system calls: nothing allocates, nothing locks. Its copy of the
+//! makes system calls: nothing allocates, nothing locks, and the calls an
+//! interposer defines (foliocache's own defines `syscall`, `pwrite`,
+//! `close_range`, `_exit`) are made by the instruction
+//! ([`raw`](super::raw)), from the `clone` on. Its copy of the
 //! program's private anonymous memory (the heap, the other threads'
 //! stacks) is dropped at once (`MADV_DONTNEED`), so the program's later
 //! writes to that memory copy nothing: only the child's own stack stays.
@@ -13,6 +16,7 @@ use std::ffi::c_int;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
+use super::raw;
 use super::recover::{recover, Fd, Line};
 
 /// The guardian child, from the program's side.
@@ -27,7 +31,11 @@ pub(crate) struct Child {
 }
 
 fn last_os_error(what: &str) -> io::Error {
-    let e = io::Error::last_os_error();
+    error(what, io::Error::last_os_error())
+}
+
+/// `e`, said to be `what` failing as the guardian started.
+fn error(what: &str, e: io::Error) -> io::Error {
     io::Error::new(
         e.kind(),
         format!("starting the cache's guardian: {what}: {e}"),
@@ -54,20 +62,12 @@ pub(crate) fn spawn(segment: BorrowedFd<'_>) -> io::Result<Child> {
     // SAFETY: a clone with no flags and no exit signal is a fork whose
     // child no `wait()` of the program sees and whose end sends the
     // program no SIGCHLD; no fork handler runs (the program's, or an
-    // interposer's). The child runs `child_main`, which makes only system
-    // calls and never returns.
-    let pid = unsafe {
-        libc::syscall(
-            libc::SYS_clone,
-            0 as libc::c_ulong,
-            0usize,
-            0usize,
-            0usize,
-            0usize,
-        )
-    };
+    // interposer's), nor an interposer's `syscall` (the instruction
+    // itself). The child runs `child_main`, which makes only system calls
+    // and never returns.
+    let pid = unsafe { raw::call(libc::SYS_clone, [0; 4]) };
     if pid < 0 {
-        return Err(last_os_error("clone"));
+        return Err(error("clone", io::Error::from_raw_os_error(-pid as i32)));
     }
     if pid == 0 {
         child_main(segment.as_raw_fd(), pidfd.as_raw_fd(), wait_end.as_raw_fd());
@@ -170,8 +170,7 @@ fn child_main(segment: RawFd, pidfd: RawFd, wait_end: RawFd) -> ! {
         // SAFETY: the segment's fd, kept above.
         recover_from(unsafe { BorrowedFd::borrow_raw(segment) });
     }
-    // SAFETY: ends this process; nothing of it is left to run.
-    unsafe { libc::_exit(0) }
+    super::raw::exit(0)
 }
 
 /// Writes back what the segment in the memory file `fd` holds unsaved,
@@ -212,15 +211,25 @@ fn keep_only_fds(keep: &mut [RawFd]) {
         let fd = fd as u32;
         if fd > from {
             // SAFETY: closes fds of this process only.
-            unsafe { libc::syscall(libc::SYS_close_range, from, fd - 1, 0) };
+            unsafe {
+                raw::call(
+                    libc::SYS_close_range,
+                    [from as usize, fd as usize - 1, 0, 0],
+                )
+            };
         }
         from = from.max(fd + 1);
     }
     // SAFETY: as above.
-    unsafe { libc::syscall(libc::SYS_close_range, from, u32::MAX, 0) };
+    unsafe {
+        raw::call(
+            libc::SYS_close_range,
+            [from as usize, u32::MAX as usize, 0, 0],
+        )
+    };
     // System calls, not the C library's functions: an interposer of
     // `open` or `dup2` (foliocache's own, loaded with LD_PRELOAD) must not
-    // run in this child.
+    // run in this child ([`raw`]).
     if let Ok(null) = rustix::fs::open(
         c"/dev/null",
         rustix::fs::OFlags::RDWR | rustix::fs::OFlags::CLOEXEC,
@@ -231,7 +240,7 @@ fn keep_only_fds(keep: &mut [RawFd]) {
         for std_fd in [0, 1] {
             // SAFETY: dup3 onto this process's fd 0 or 1 (no other thread
             // runs in this child); `null` stays open until dropped.
-            unsafe { libc::syscall(libc::SYS_dup3, null.0, std_fd, 0) };
+            unsafe { raw::call(libc::SYS_dup3, [null.0 as usize, std_fd, 0, 0]) };
         }
     }
 }

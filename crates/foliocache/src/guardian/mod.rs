@@ -7,6 +7,7 @@
 //!   slots, each page's owner and the unsaved bits;
 //! - [`recover`]: the writeback a guardian runs once the process is gone;
 //! - [`child`]: the guardian child of a program with no launcher;
+//! - [`raw`]: the system calls the child makes by the instruction itself;
 //! - [`persist`]: memory files that outlive every process of a group,
 //!   the guardian's segment's and the group's cache's.
 //!
@@ -23,6 +24,7 @@ pub use recover::WrittenBack;
 
 pub(crate) mod child;
 pub mod persist;
+pub(crate) mod raw;
 pub(crate) mod recover;
 pub(crate) mod segment;
 

@@ -262,23 +262,24 @@ fn write_run(
     let mut done = 0u64;
     while done < len {
         // SAFETY: `data..data + len` is inside the mapping (`arena_ptr`),
-        // which the caller keeps mapped; pwrite64 only reads it. A system
-        // call, not the C library's `pwrite`, which an interposer defines.
+        // which the caller keeps mapped; pwrite64 only reads it. The
+        // system call itself, not the C library's `pwrite` or `syscall`,
+        // which an interposer defines (`super::raw`).
         let r = unsafe {
-            libc::syscall(
+            super::raw::call(
                 libc::SYS_pwrite64,
-                fd.as_raw_fd(),
-                data.add(done as usize),
-                (len - done) as usize,
-                (at + done) as i64,
+                [
+                    fd.as_raw_fd() as usize,
+                    data.add(done as usize) as usize,
+                    (len - done) as usize,
+                    (at + done) as usize,
+                ],
             )
         };
         match r {
             0 => return Err(Errno::IO),
             k if k > 0 => done += k as u64,
-            _ => match Errno::from_raw_os_error(
-                std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
-            ) {
+            e => match Errno::from_raw_os_error(-e as i32) {
                 Errno::INTR => {}
                 e => return Err(e),
             },

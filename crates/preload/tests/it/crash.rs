@@ -49,3 +49,48 @@ fn a_writer_that_dies_loses_no_accepted_byte() {
         }
     }
 }
+
+/// A guardian ends by its own exit, status 0, once it has written back:
+/// never by a fault. (Its copy of the program's private memory is dropped
+/// as it starts; a call it made through the interposer's `_exit` or
+/// `syscall` then looked the C library's function up in the dynamic
+/// linker's zeroed tables and faulted: every guardian of a preloaded
+/// program died by SIGSEGV as it ended.)
+#[test]
+fn a_guardian_ends_by_exiting_after_its_write_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = compile("killed_writer", dir.path(), Build::Plain);
+    let reaper = compile("reaper", dir.path(), Build::Plain);
+    let want: Vec<u8> = (0..1u64 << 20).map(pat).collect();
+    for how in ["kill", "exit"] {
+        let file = dir.path().join(format!("reaped-{how}.bin"));
+        // The reaper returns once the writer and every process it left
+        // (its guardian) have ended.
+        let out = preloaded(&reaper, dir.path())
+            .arg(&writer)
+            .arg(how)
+            .arg(&file)
+            .arg("1")
+            .output()
+            .expect("running the reaper");
+        let lines = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{how}: {lines}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let orphans: Vec<&str> = lines.lines().filter(|l| l.starts_with("orphan")).collect();
+        assert!(
+            !orphans.is_empty(),
+            "{how}: no guardian outlived the writer:\n{lines}"
+        );
+        assert!(
+            orphans.iter().all(|l| *l == "orphan exit 0"),
+            "{how}: a guardian did not exit 0:\n{lines}"
+        );
+        assert!(
+            std::fs::read(&file).unwrap() == want,
+            "{how}: the guardian did not write the writer's bytes back"
+        );
+    }
+}
