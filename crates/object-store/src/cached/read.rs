@@ -29,10 +29,11 @@
 use super::object_store;
 use std::io;
 use std::ops::Range;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use foliocache::{File, ReadFlags};
+use foliocache::{Advice, Cache, File, ReadFlags};
 use futures_util::stream::{self, BoxStream, StreamExt};
 use object_store::{coalesce_ranges, Error, Result, OBJECT_STORE_COALESCE_DEFAULT};
 use tokio::runtime::Handle;
@@ -54,6 +55,7 @@ pub(crate) async fn read(
     obj: &Arc<Object>,
     range: Range<u64>,
     counters: &Counters,
+    cache: &Cache,
     once: bool,
 ) -> Result<Bytes> {
     let len = usize::try_from(range.end - range.start).map_err(|_| Error::Generic {
@@ -67,6 +69,9 @@ pub(crate) async fn read(
     let (mut buf, done) = match cached(obj, range.start, len)? {
         Ok(hit) => {
             Counters::add(&counters.hits, 1);
+            if stream && !once {
+                drop_behind(obj, &range, counters, cache);
+            }
             return Ok(hit);
         }
         Err(partial) => partial,
@@ -102,7 +107,27 @@ pub(crate) async fn read(
         Err(_) => blocking(),
     };
     r.map_err(into_store_error)?;
+    if stream && !once {
+        drop_behind(obj, &range, counters, cache);
+    }
     Ok(buf.into())
+}
+
+/// A stream's read of `range` of `obj` (cached in `cache`) done: drops
+/// the pages its pass has read, unless the pass keeps them
+/// ([`Object::behind`]). Clean, unlocked folios lying wholly in what is
+/// dropped go, and no others: a folio lent to a reader or still being
+/// read stays (the next read's drop reaches back over it). Takes no lock
+/// of this crate's and waits for no IO.
+pub(crate) fn drop_behind(obj: &Object, range: &Range<u64>, counters: &Counters, cache: &Cache) {
+    let clock = counters
+        .streamed
+        .fetch_add(range.end - range.start, Ordering::Relaxed);
+    let within = Counters::get(&counters.keep_within);
+    if let Some(r) = obj.behind(range, clock, within, || cache.stats().free_bytes) {
+        // Never fails for this advice.
+        let _ = obj.file.advise(r.start, r.end - r.start, Advice::DontNeed);
+    }
 }
 
 /// A stream's read of `obj` ending at `end` (a hit or a miss): extends
@@ -123,7 +148,7 @@ pub(crate) async fn read(
 pub(crate) fn prefetch(obj: &Object, end: u64, counters: &Counters) {
     let most = counters
         .link
-        .stream_depth(counters.prefetch_most.load(std::sync::atomic::Ordering::Relaxed));
+        .stream_depth(counters.prefetch_most.load(Ordering::Relaxed));
     let Some(span) = obj.prefetch_span(end, most) else {
         return;
     };
@@ -200,6 +225,7 @@ pub(crate) fn stream_rest(
     first: Bytes,
     range: Range<u64>,
     counters: Arc<Counters>,
+    cache: Cache,
     once: bool,
 ) -> BoxStream<'static, Result<Bytes>> {
     let from = range.start + first.len() as u64;
@@ -207,13 +233,13 @@ pub(crate) fn stream_rest(
         return stream::once(std::future::ready(Ok(first))).boxed();
     }
     let rest = stream::try_unfold(from, move |pos| {
-        let (obj, counters) = (obj.clone(), counters.clone());
+        let (obj, counters, cache) = (obj.clone(), counters.clone(), cache.clone());
         async move {
             if pos >= range.end {
                 return Ok(None);
             }
             let end = range.end.min(pos + CHUNK);
-            let piece = read(&obj, pos..end, &counters, once).await?;
+            let piece = read(&obj, pos..end, &counters, &cache, once).await?;
             Ok(Some((piece, end)))
         }
     });
@@ -230,6 +256,7 @@ pub(crate) async fn read_ranges(
     obj: &Arc<Object>,
     ranges: &[Range<u64>],
     counters: &Counters,
+    cache: &Cache,
 ) -> Result<Vec<Bytes>> {
     let mut out: Vec<Option<Bytes>> = Vec::with_capacity(ranges.len());
     let mut missing = Vec::new();
@@ -249,7 +276,7 @@ pub(crate) async fn read_ranges(
     if !missing.is_empty() {
         let fetch = |r: Range<u64>| {
             let obj = obj.clone();
-            async move { read(&obj, r, counters, false).await }
+            async move { read(&obj, r, counters, cache, false).await }
         };
         let mut got = coalesce_ranges(&missing, fetch, OBJECT_STORE_COALESCE_DEFAULT)
             .await?

@@ -89,6 +89,12 @@ pub(crate) struct Counters {
     /// bytes, at most half the cache).
     pub(crate) prefetches: AtomicU64,
     pub(crate) prefetch_most: AtomicU64,
+    /// The bytes streams have read (every object's), the clock a stream's
+    /// pass is dated by (super::objects, `Object::behind`), and half the
+    /// cache's capacity: how far back a pass may have begun for a pass
+    /// over the same bytes to keep its pages.
+    pub(crate) streamed: AtomicU64,
+    pub(crate) keep_within: AtomicU64,
 }
 
 /// A point read is at most this fraction of its window.
