@@ -151,12 +151,6 @@ pub(crate) struct Object {
     /// started).
     prefetched: AtomicU64,
     depth: AtomicU64,
-    /// Its stream's passes ([`behind`](Self::behind)): where the last
-    /// stream read ended, the stream clock when the pass began
-    /// ([`NEVER`]: no pass yet), and whether the pass keeps its pages.
-    stream_end: AtomicU64,
-    pass_began: AtomicU64,
-    keep_pass: AtomicBool,
 }
 
 /// What the store last said of an object's version, shared by the
@@ -217,8 +211,6 @@ const SPAN_WINDOW: u64 = 2 << 20;
 
 /// `Object::stream_pages` before any window was set.
 const CACHE_DEFAULT: u64 = u64::MAX;
-/// `Object::pass_began` before the object's first stream read.
-const NEVER: u64 = u64::MAX;
 /// Reads in a row, each beginning where the last ended, after which the
 /// next is a stream's: a reader's second read starting at the first's end
 /// may be the next column of a table (Parquet reads a row group's filter
@@ -248,9 +240,6 @@ impl Object {
             once,
             prefetched: AtomicU64::new(0),
             depth: AtomicU64::new(0),
-            stream_end: AtomicU64::new(0),
-            pass_began: AtomicU64::new(NEVER),
-            keep_pass: AtomicBool::new(false),
         }
     }
 
@@ -347,43 +336,6 @@ impl Object {
         self.depth
             .store(depth.saturating_mul(2).min(most).max(depth), Ordering::Relaxed);
         Some(from..to)
-    }
-
-    /// A stream's read of `range` done, `clock` the bytes streams have
-    /// read before it (every object's, `Counters::streamed`): the bytes
-    /// of the object to drop now, behind the reader (whole folios of
-    /// them: `Advice::DontNeed`), or `None` where the pass keeps its
-    /// pages. A pass begins at the object's first stream read, and again
-    /// where a stream read goes back before the last one's end. It keeps
-    /// its pages where they cost the cache nothing, the rest of the
-    /// object no more than its free memory (`free`, asked once a pass),
-    /// or where the object's last pass began at most `within` bytes of
-    /// streams ago (half the cache): that pass, and all streams read
-    /// since, would have stayed in memory, so a scan read again soon
-    /// stays cached from its second pass on. Otherwise its pages are read
-    /// once, as the kernel's streams' are (docs/object-store.md, "Scans
-    /// do not push out the hot set"). What is dropped reaches back a span
-    /// window before `range`: the folio the last read ended in (at most
-    /// that large) was left then, being partly unread or lent.
-    pub(crate) fn behind(
-        &self,
-        range: &Range<u64>,
-        clock: u64,
-        within: u64,
-        free: impl FnOnce() -> u64,
-    ) -> Option<Range<u64>> {
-        if self.stream_end.swap(range.end, Ordering::Relaxed) > range.start
-            || self.pass_began.load(Ordering::Relaxed) == NEVER
-        {
-            let began = self.pass_began.swap(clock, Ordering::Relaxed);
-            let keep = (began != NEVER && clock.saturating_sub(began) <= within)
-                || free() >= self.meta.size.saturating_sub(range.start);
-            self.keep_pass.store(keep, Ordering::Relaxed);
-        }
-        match self.keep_pass.load(Ordering::Relaxed) {
-            true => None,
-            false => Some(range.start.saturating_sub(SPAN_WINDOW)..range.end),
-        }
     }
 
     /// Sets the file's readahead window to `pages` (0: random, a miss reads

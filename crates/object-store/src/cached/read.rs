@@ -29,11 +29,10 @@
 use super::object_store;
 use std::io;
 use std::ops::Range;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use foliocache::{Advice, Cache, File, ReadFlags};
+use foliocache::{File, ReadFlags};
 use futures_util::stream::{self, BoxStream, StreamExt};
 use object_store::{coalesce_ranges, Error, Result, OBJECT_STORE_COALESCE_DEFAULT};
 use tokio::runtime::Handle;
@@ -55,7 +54,6 @@ pub(crate) async fn read(
     obj: &Arc<Object>,
     range: Range<u64>,
     counters: &Counters,
-    cache: &Cache,
     once: bool,
 ) -> Result<Bytes> {
     let len = usize::try_from(range.end - range.start).map_err(|_| Error::Generic {
@@ -69,9 +67,6 @@ pub(crate) async fn read(
     let (mut buf, done) = match cached(obj, range.start, len)? {
         Ok(hit) => {
             Counters::add(&counters.hits, 1);
-            if stream && !once {
-                drop_behind(obj, &range, counters, cache);
-            }
             return Ok(hit);
         }
         Err(partial) => partial,
@@ -107,37 +102,18 @@ pub(crate) async fn read(
         Err(_) => blocking(),
     };
     r.map_err(into_store_error)?;
-    if stream && !once {
-        drop_behind(obj, &range, counters, cache);
-    }
     Ok(buf.into())
-}
-
-/// A stream's read of `range` of `obj` (cached in `cache`) done: drops
-/// the pages its pass has read, unless the pass keeps them
-/// ([`Object::behind`]). Clean, unlocked folios lying wholly in what is
-/// dropped go, and no others: a folio lent to a reader or still being
-/// read stays (the next read's drop reaches back over it). Takes no lock
-/// of this crate's and waits for no IO.
-pub(crate) fn drop_behind(obj: &Object, range: &Range<u64>, counters: &Counters, cache: &Cache) {
-    let clock = counters
-        .streamed
-        .fetch_add(range.end - range.start, Ordering::Relaxed);
-    let within = Counters::get(&counters.keep_within);
-    if let Some(r) = obj.behind(range, clock, within, || cache.stats().free_bytes) {
-        // Never fails for this advice.
-        let _ = obj.file.advise(r.start, r.end - r.start, Advice::DontNeed);
-    }
 }
 
 /// A stream's read of `obj` ending at `end` (a hit or a miss): extends
 /// the stream's prefetch ([`Object::prefetch_span`]) when it is due, as
 /// deep as the link needs (twice its latency times the rate of all GETs
 /// together, `LinkModel::stream_depth`: deeper holds bytes unread and
-/// sends GETs in bursts) and the cache can hold (half its capacity, as
-/// `File::readahead` reads at most: deeper, the span's far end would be
-/// evicted before the reader comes to it, and fetched again), within
-/// the GET budget; by
+/// sends GETs in bursts) and the cache can spare (a quarter of its
+/// capacity, as the cache caps its own streams' unread windows: deeper,
+/// the span's unread bytes push the other readers' hot set out, and its
+/// far end is evicted before the reader comes to it, and fetched
+/// again), within the GET budget; by
 /// the cache's asynchronous readahead of the span (`File::readahead`: the
 /// span's windows of up to 2 MiB go to the cache's IO engine at once, each
 /// a GET, as many in flight as the engine has threads and the budget of
@@ -148,7 +124,7 @@ pub(crate) fn drop_behind(obj: &Object, range: &Range<u64>, counters: &Counters,
 pub(crate) fn prefetch(obj: &Object, end: u64, counters: &Counters) {
     let most = counters
         .link
-        .stream_depth(counters.prefetch_most.load(Ordering::Relaxed));
+        .stream_depth(counters.prefetch_most.load(std::sync::atomic::Ordering::Relaxed));
     let Some(span) = obj.prefetch_span(end, most) else {
         return;
     };
@@ -225,7 +201,6 @@ pub(crate) fn stream_rest(
     first: Bytes,
     range: Range<u64>,
     counters: Arc<Counters>,
-    cache: Cache,
     once: bool,
 ) -> BoxStream<'static, Result<Bytes>> {
     let from = range.start + first.len() as u64;
@@ -233,13 +208,13 @@ pub(crate) fn stream_rest(
         return stream::once(std::future::ready(Ok(first))).boxed();
     }
     let rest = stream::try_unfold(from, move |pos| {
-        let (obj, counters, cache) = (obj.clone(), counters.clone(), cache.clone());
+        let (obj, counters) = (obj.clone(), counters.clone());
         async move {
             if pos >= range.end {
                 return Ok(None);
             }
             let end = range.end.min(pos + CHUNK);
-            let piece = read(&obj, pos..end, &counters, &cache, once).await?;
+            let piece = read(&obj, pos..end, &counters, once).await?;
             Ok(Some((piece, end)))
         }
     });
@@ -256,7 +231,6 @@ pub(crate) async fn read_ranges(
     obj: &Arc<Object>,
     ranges: &[Range<u64>],
     counters: &Counters,
-    cache: &Cache,
 ) -> Result<Vec<Bytes>> {
     let mut out: Vec<Option<Bytes>> = Vec::with_capacity(ranges.len());
     let mut missing = Vec::new();
@@ -276,7 +250,7 @@ pub(crate) async fn read_ranges(
     if !missing.is_empty() {
         let fetch = |r: Range<u64>| {
             let obj = obj.clone();
-            async move { read(&obj, r, counters, cache, false).await }
+            async move { read(&obj, r, counters, false).await }
         };
         let mut got = coalesce_ranges(&missing, fetch, OBJECT_STORE_COALESCE_DEFAULT)
             .await?

@@ -86,15 +86,9 @@ pub(crate) struct Counters {
     pub(crate) passed_through: AtomicU64,
     /// Extensions of streams' prefetches (super::read::prefetch), and the
     /// deepest a prefetch reaches whatever the link (the budget of GET
-    /// bytes, at most half the cache).
+    /// bytes, at most a quarter of the cache).
     pub(crate) prefetches: AtomicU64,
     pub(crate) prefetch_most: AtomicU64,
-    /// The bytes streams have read (every object's), the clock a stream's
-    /// pass is dated by (super::objects, `Object::behind`), and half the
-    /// cache's capacity: how far back a pass may have begun for a pass
-    /// over the same bytes to keep its pages.
-    pub(crate) streamed: AtomicU64,
-    pub(crate) keep_within: AtomicU64,
 }
 
 /// A point read is at most this fraction of its window.

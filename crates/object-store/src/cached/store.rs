@@ -28,7 +28,7 @@ use super::through::WriteThrough;
 use crate::CacheHint;
 use crate::disk::{record_key, DiskTier, TierCurve, TierPoint};
 use super::objects::{Key, Object, Objects, Validity};
-use super::read::{cached, drop_behind, prefetch, read, read_ranges, stream_rest, CHUNK};
+use super::read::{cached, prefetch, read, read_ranges, stream_rest, CHUNK};
 use super::record;
 use super::remote::{
     counted_get, gone, into_store_error, same_version, unchanged, Counters, RecordWrite,
@@ -187,13 +187,14 @@ impl<S: ObjectStore> CachedStoreBuilder<S> {
         let budget = self
             .get_budget
             .unwrap_or_else(|| (self.cache.memory().arena_bytes / 8).max(MIN_GET_BUDGET));
-        // A stream's prefetch reaches at most half the cache ahead (what
-        // `File::readahead` reads of a span at most), within the budget.
-        let half = (self.cache.memory().arena_bytes / 2).max(BLOCK as u64);
+        // A stream's prefetch reaches at most a quarter of the cache ahead
+        // (as the cache's own streams' unread windows, `UnreadCap`), within
+        // the budget: the rest is the other readers' (docs/object-store.md,
+        // "the cache").
+        let quarter = (self.cache.memory().arena_bytes / 4).max(BLOCK as u64);
         counters
             .prefetch_most
-            .store(budget.min(half), Ordering::Relaxed);
-        counters.keep_within.store(half, Ordering::Relaxed);
+            .store(budget.min(quarter), Ordering::Relaxed);
         CachedStore {
             inner: Arc::new(self.inner),
             cache: self.cache,
@@ -791,7 +792,6 @@ impl<S: ObjectStore> CachedStore<S> {
             .ok()?;
         if obj.note_read(&range) {
             prefetch(obj, range.end, &self.counters);
-            drop_behind(obj, &range, &self.counters, &self.cache);
         }
         Counters::add(&self.counters.hits, 1);
         let body = stream::once(ready(Ok(bytes))).boxed();
@@ -824,7 +824,7 @@ impl<S: ObjectStore> CachedStore<S> {
                 Some(Err(_)) => return self.inner.get_opts(location, options).await,
             };
             let first = range.start..range.end.min(range.start + CHUNK);
-            match read(&obj, first.clone(), &self.counters, &self.cache, once).await {
+            match read(&obj, first.clone(), &self.counters, once).await {
                 Ok(bytes) => {
                     if hint == CacheHint::Sequential {
                         // After the first bytes, so that the prefetch's
@@ -838,7 +838,6 @@ impl<S: ObjectStore> CachedStore<S> {
                         first,
                         range.clone(),
                         self.counters.clone(),
-                        self.cache.clone(),
                         once,
                     );
                     return Ok(result(&obj, range, rest));
@@ -955,7 +954,7 @@ impl<S: ObjectStore> ObjectStore for CachedStore<S> {
                 // An invalid range: the inner store's answer, its error.
                 return self.inner.get_ranges(location, ranges).await;
             };
-            match read_ranges(&obj, &clamped, &self.counters, &self.cache).await {
+            match read_ranges(&obj, &clamped, &self.counters).await {
                 Ok(v) => return Ok(v),
                 Err(e) if self.stale(&e, &key, &obj, &mut tries) => continue,
                 Err(e) => return Err(e),
