@@ -57,7 +57,7 @@ async fn a_hot_set_keeps_its_pages_beside_a_long_stream() {
         let r = at as u64..(at + PIECE) as u64;
         let got = s.get_range(&big, r).await.unwrap();
         assert_eq!(&got[..], &d[at..at + PIECE], "at {at}");
-        if (at + PIECE) % EVERY == 0 {
+        if (at + PIECE).is_multiple_of(EVERY) {
             read_hot().await;
             rounds += 1;
         }
