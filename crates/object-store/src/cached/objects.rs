@@ -291,6 +291,21 @@ impl Object {
         self.run.store(STREAM_RUN - 1, Ordering::Relaxed);
     }
 
+    /// Whether a stream's read ending at `end` may extend its prefetch:
+    /// not where the prefetch reaches at least half its depth ahead of
+    /// `end`, or to the object's end ([`prefetch_span`](Self::prefetch_span)
+    /// with no smaller bound), so that a read between extensions does not
+    /// compute the bound.
+    pub(crate) fn prefetch_due(&self, end: u64) -> bool {
+        let depth = match self.depth.load(Ordering::Relaxed) {
+            0 => MIN_DEPTH,
+            d => d,
+        };
+        let from = self.prefetched.load(Ordering::Relaxed);
+        let ahead = from >= end && from <= end.saturating_add(depth);
+        !(ahead && (from >= self.meta.size || from >= end.saturating_add(depth / 2)))
+    }
+
     /// A stream's read ending at `end`: the bytes to read ahead of it now,
     /// if its prefetch is to be extended (it reaches less than half its
     /// depth ahead of `end`): from where it reached (or `end`, for a
