@@ -22,13 +22,14 @@ const EVERY: usize = 4 << 20;
 
 /// A hot set of 8 MiB read twice, then once every 4 MiB of a 64 MiB
 /// stream, through a 16 MiB cache: the hot set and the stream's prefetch
-/// (a quarter of the cache ahead) fit, so the hot set keeps its pages
-/// (at most one GET in sixteen of its reads beside the stream) and the
-/// stream fetches each 2 MiB window about once (32 windows, and the first
-/// reads' own GETs). A prefetch reaching half the cache ahead left the
-/// hot set too little: it lost its pages every round (216-219 GETs of
-/// its 1,024 reads), and the stream's far end was evicted before the
-/// reader came to it and fetched again (305-330 GETs).
+/// (a quarter of the cache ahead, the cache being full) fit, so the hot
+/// set keeps its pages (at most one GET in sixteen of its reads beside
+/// the stream) and the stream fetches each 2 MiB window about once (32
+/// windows, and the first reads' own GETs). A prefetch reaching half the
+/// cache ahead left the hot set too little: it lost its pages every round
+/// (204-219 GETs of its 1,024 reads), and the stream's far end was
+/// evicted before the reader came to it and fetched again (305-334
+/// GETs).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hot_set_keeps_its_pages_beside_a_long_stream() {
     let inner = Counting::new();
