@@ -85,7 +85,8 @@ pub(crate) const MIN_BODY: u64 = 64 << 10;
 const MAX_STREAM_PAGES: u64 = 2048;
 /// The fewest: the kernel's default `ra_pages` (128 KiB).
 const MIN_STREAM_PAGES: u64 = 32;
-/// The shallowest a stream's prefetch is made by the link model: four of
+/// The shallowest a stream's prefetch is made by the link model, and the
+/// depth its first span reaches (`Object::prefetch_span`): four of
 /// `File::readahead`'s largest windows (2 MiB), so that an extension, sent
 /// when half the depth is left, is two whole windows' GETs in flight
 /// together. At 4 MiB a cold read at 100 MB/s sent half again as many

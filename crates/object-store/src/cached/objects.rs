@@ -67,6 +67,7 @@ use parking_lot::{Mutex, RwLock};
 use tokio::sync::Mutex as AsyncMutex;
 
 use crate::disk::{record_key, DiskTier};
+use crate::window::MIN_DEPTH;
 
 /// What a table entry is looked up by: the path, and the version id the
 /// request named (`None`: the latest version, the one writes invalidate).
@@ -204,11 +205,6 @@ impl Drop for ReadingOnce {
     }
 }
 
-/// How far a stream's prefetch first reaches ahead of its reader (at
-/// most its bound: `read::prefetch`); it doubles at each extension up to
-/// the bound.
-pub(crate) const FIRST_DEPTH: u64 = 8 << 20;
-
 /// `File::readahead`'s largest window, one GET: a prefetch's span is
 /// whole ones from where it starts.
 const SPAN_WINDOW: u64 = 2 << 20;
@@ -295,12 +291,29 @@ impl Object {
         self.run.store(STREAM_RUN - 1, Ordering::Relaxed);
     }
 
+    /// Whether a stream's read ending at `end` may extend its prefetch:
+    /// not where the prefetch reaches at least half its depth ahead of
+    /// `end`, or to the object's end ([`prefetch_span`](Self::prefetch_span)
+    /// with no smaller bound), so that a read between extensions does not
+    /// compute the bound.
+    pub(crate) fn prefetch_due(&self, end: u64) -> bool {
+        let depth = match self.depth.load(Ordering::Relaxed) {
+            0 => MIN_DEPTH,
+            d => d,
+        };
+        let from = self.prefetched.load(Ordering::Relaxed);
+        let ahead = from >= end && from <= end.saturating_add(depth);
+        !(ahead && (from >= self.meta.size || from >= end.saturating_add(depth / 2)))
+    }
+
     /// A stream's read ending at `end`: the bytes to read ahead of it now,
     /// if its prefetch is to be extended (it reaches less than half its
     /// depth ahead of `end`): from where it reached (or `end`, for a
     /// stream that started again elsewhere) to about `end` plus the depth
     /// (whole windows of `File::readahead`, each a GET, from there), which
-    /// starts at [`FIRST_DEPTH`] and doubles at each extension, never
+    /// starts at [`MIN_DEPTH`] (the link model's floor, which a stream's
+    /// bound is not below unless the GET budget or the cache is smaller)
+    /// and doubles at each extension, never
     /// past `most` (what the link needs, the cache can hold and the GET
     /// budget allows: `read::prefetch`; a bound that fell since the last
     /// extension shrinks the depth at once). Racing readers may both
@@ -308,7 +321,7 @@ impl Object {
     pub(crate) fn prefetch_span(&self, end: u64, most: u64) -> Option<Range<u64>> {
         let size = self.meta.size;
         let depth = match self.depth.load(Ordering::Relaxed) {
-            0 => FIRST_DEPTH,
+            0 => MIN_DEPTH,
             d => d,
         }
         .min(most)

@@ -32,7 +32,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use foliocache::{File, ReadFlags};
+use foliocache::{Cache, File, ReadFlags};
 use futures_util::stream::{self, BoxStream, StreamExt};
 use object_store::{coalesce_ranges, Error, Result, OBJECT_STORE_COALESCE_DEFAULT};
 use tokio::runtime::Handle;
@@ -54,6 +54,7 @@ pub(crate) async fn read(
     obj: &Arc<Object>,
     range: Range<u64>,
     counters: &Counters,
+    cache: &Cache,
     once: bool,
 ) -> Result<Bytes> {
     let len = usize::try_from(range.end - range.start).map_err(|_| Error::Generic {
@@ -62,7 +63,7 @@ pub(crate) async fn read(
     })?;
     let stream = obj.note_read(&range);
     if stream && !once {
-        prefetch(obj, range.end, counters);
+        prefetch(obj, range.end, counters, cache);
     }
     let (mut buf, done) = match cached(obj, range.start, len)? {
         Ok(hit) => {
@@ -109,10 +110,12 @@ pub(crate) async fn read(
 /// the stream's prefetch ([`Object::prefetch_span`]) when it is due, as
 /// deep as the link needs (twice its latency times the rate of all GETs
 /// together, `LinkModel::stream_depth`: deeper holds bytes unread and
-/// sends GETs in bursts) and the cache can hold (half its capacity, as
-/// `File::readahead` reads at most: deeper, the span's far end would be
-/// evicted before the reader comes to it, and fetched again), within
-/// the GET budget; by
+/// sends GETs in bursts) and the cache can spare (half its capacity, as
+/// `File::readahead` reads at most, while that much of `cache` is free;
+/// once it is full, a quarter, as the cache caps its own streams' unread
+/// windows: deeper, the span's unread bytes push the other readers' hot
+/// set out, and its far end is evicted before the reader comes to it,
+/// and fetched again), within the GET budget; by
 /// the cache's asynchronous readahead of the span (`File::readahead`: the
 /// span's windows of up to 2 MiB go to the cache's IO engine at once, each
 /// a GET, as many in flight as the engine has threads and the budget of
@@ -120,10 +123,14 @@ pub(crate) async fn read(
 /// span's folios). One GET at a time cannot fill a link whose latency
 /// times its bandwidth is more than a window: the next window's GET would
 /// wait for the last's bytes and pay the latency again (crate::window).
-pub(crate) fn prefetch(obj: &Object, end: u64, counters: &Counters) {
-    let most = counters
-        .link
-        .stream_depth(counters.prefetch_most.load(std::sync::atomic::Ordering::Relaxed));
+pub(crate) fn prefetch(obj: &Object, end: u64, counters: &Counters, cache: &Cache) {
+    if !obj.prefetch_due(end) {
+        return;
+    }
+    let most = Counters::get(&counters.prefetch_most);
+    let full = most.min(Counters::get(&counters.prefetch_full));
+    let free = cache.stats().free_bytes;
+    let most = counters.link.stream_depth(most.min(full.max(free)));
     let Some(span) = obj.prefetch_span(end, most) else {
         return;
     };
@@ -200,6 +207,7 @@ pub(crate) fn stream_rest(
     first: Bytes,
     range: Range<u64>,
     counters: Arc<Counters>,
+    cache: Cache,
     once: bool,
 ) -> BoxStream<'static, Result<Bytes>> {
     let from = range.start + first.len() as u64;
@@ -207,13 +215,13 @@ pub(crate) fn stream_rest(
         return stream::once(std::future::ready(Ok(first))).boxed();
     }
     let rest = stream::try_unfold(from, move |pos| {
-        let (obj, counters) = (obj.clone(), counters.clone());
+        let (obj, counters, cache) = (obj.clone(), counters.clone(), cache.clone());
         async move {
             if pos >= range.end {
                 return Ok(None);
             }
             let end = range.end.min(pos + CHUNK);
-            let piece = read(&obj, pos..end, &counters, once).await?;
+            let piece = read(&obj, pos..end, &counters, &cache, once).await?;
             Ok(Some((piece, end)))
         }
     });
@@ -230,6 +238,7 @@ pub(crate) async fn read_ranges(
     obj: &Arc<Object>,
     ranges: &[Range<u64>],
     counters: &Counters,
+    cache: &Cache,
 ) -> Result<Vec<Bytes>> {
     let mut out: Vec<Option<Bytes>> = Vec::with_capacity(ranges.len());
     let mut missing = Vec::new();
@@ -249,7 +258,7 @@ pub(crate) async fn read_ranges(
     if !missing.is_empty() {
         let fetch = |r: Range<u64>| {
             let obj = obj.clone();
-            async move { read(&obj, r, counters, false).await }
+            async move { read(&obj, r, counters, cache, false).await }
         };
         let mut got = coalesce_ranges(&missing, fetch, OBJECT_STORE_COALESCE_DEFAULT)
             .await?

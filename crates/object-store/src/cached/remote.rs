@@ -86,9 +86,11 @@ pub(crate) struct Counters {
     pub(crate) passed_through: AtomicU64,
     /// Extensions of streams' prefetches (super::read::prefetch), and the
     /// deepest a prefetch reaches whatever the link (the budget of GET
-    /// bytes, at most half the cache).
+    /// bytes, at most half the cache), and its bound once the cache is
+    /// full (a quarter of it).
     pub(crate) prefetches: AtomicU64,
     pub(crate) prefetch_most: AtomicU64,
+    pub(crate) prefetch_full: AtomicU64,
 }
 
 /// A point read is at most this fraction of its window.

@@ -188,11 +188,19 @@ impl<S: ObjectStore> CachedStoreBuilder<S> {
             .get_budget
             .unwrap_or_else(|| (self.cache.memory().arena_bytes / 8).max(MIN_GET_BUDGET));
         // A stream's prefetch reaches at most half the cache ahead (what
-        // `File::readahead` reads of a span at most), within the budget.
-        let half = (self.cache.memory().arena_bytes / 2).max(BLOCK as u64);
+        // `File::readahead` reads of a span at most) while that much is
+        // free, a quarter once the cache is full (as the cache's own
+        // streams' unread windows, `UnreadCap`: the rest is the other
+        // readers'), within the budget (docs/object-store.md, "the
+        // cache").
+        let arena = self.cache.memory().arena_bytes;
+        let half = (arena / 2).max(BLOCK as u64);
         counters
             .prefetch_most
             .store(budget.min(half), Ordering::Relaxed);
+        counters
+            .prefetch_full
+            .store((arena / 4).max(BLOCK as u64), Ordering::Relaxed);
         CachedStore {
             inner: Arc::new(self.inner),
             cache: self.cache,
@@ -789,7 +797,7 @@ impl<S: ObjectStore> CachedStore<S> {
             .ok()?
             .ok()?;
         if obj.note_read(&range) {
-            prefetch(obj, range.end, &self.counters);
+            prefetch(obj, range.end, &self.counters, &self.cache);
         }
         Counters::add(&self.counters.hits, 1);
         let body = stream::once(ready(Ok(bytes))).boxed();
@@ -822,13 +830,13 @@ impl<S: ObjectStore> CachedStore<S> {
                 Some(Err(_)) => return self.inner.get_opts(location, options).await,
             };
             let first = range.start..range.end.min(range.start + CHUNK);
-            match read(&obj, first.clone(), &self.counters, once).await {
+            match read(&obj, first.clone(), &self.counters, &self.cache, once).await {
                 Ok(bytes) => {
                     if hint == CacheHint::Sequential {
                         // After the first bytes, so that the prefetch's
                         // GETs do not share the link with them.
                         obj.begin_stream(first.end);
-                        prefetch(&obj, first.end, &self.counters);
+                        prefetch(&obj, first.end, &self.counters, &self.cache);
                     }
                     let first = bytes;
                     let rest = stream_rest(
@@ -836,6 +844,7 @@ impl<S: ObjectStore> CachedStore<S> {
                         first,
                         range.clone(),
                         self.counters.clone(),
+                        self.cache.clone(),
                         once,
                     );
                     return Ok(result(&obj, range, rest));
@@ -952,7 +961,7 @@ impl<S: ObjectStore> ObjectStore for CachedStore<S> {
                 // An invalid range: the inner store's answer, its error.
                 return self.inner.get_ranges(location, ranges).await;
             };
-            match read_ranges(&obj, &clamped, &self.counters).await {
+            match read_ranges(&obj, &clamped, &self.counters, &self.cache).await {
                 Ok(v) => return Ok(v),
                 Err(e) if self.stale(&e, &key, &obj, &mut tries) => continue,
                 Err(e) => return Err(e),

@@ -47,6 +47,8 @@ pub struct Seen {
     /// each piece takes it for this many microseconds.
     pub link_us: AtomicU64,
     link: tokio::sync::Mutex<()>,
+    /// GETs of data by path.
+    by_path: std::sync::Mutex<std::collections::HashMap<String, u64>>,
 }
 
 impl Default for Seen {
@@ -66,6 +68,7 @@ impl Default for Seen {
             max_end: AtomicU64::new(0),
             link_us: AtomicU64::new(0),
             link: tokio::sync::Mutex::new(()),
+            by_path: Default::default(),
         }
     }
 }
@@ -76,6 +79,15 @@ impl Seen {
     }
     pub fn heads(&self) -> u64 {
         self.heads.load(Ordering::SeqCst)
+    }
+    /// GETs of data of the paths that begin with `prefix`.
+    pub fn gets_under(&self, prefix: &str) -> u64 {
+        let by_path = self.by_path.lock().expect("not poisoned");
+        by_path
+            .iter()
+            .filter(|(p, _)| p.starts_with(prefix))
+            .map(|(_, n)| n)
+            .sum()
     }
 }
 
@@ -182,6 +194,13 @@ forward_object_store! {
             return self.inner.get_opts(l, o).await;
         }
         self.seen.gets.fetch_add(1, Ordering::SeqCst);
+        *self
+            .seen
+            .by_path
+            .lock()
+            .expect("not poisoned")
+            .entry(l.to_string())
+            .or_default() += 1;
         if let Some(object_store::GetRange::Bounded(r)) = &o.range {
             self.seen.max_end.fetch_max(r.end, Ordering::SeqCst);
         }

@@ -24,6 +24,7 @@ mod restart;
 mod revalidate;
 #[cfg(feature = "e2e-s3")]
 mod s3;
+mod scans;
 mod shift;
 mod warm_loop;
 
