@@ -137,10 +137,7 @@ pub(crate) fn reclaim(cache: &CacheInner, want: u64) -> u64 {
         stuck: 0,
         unread: 0,
     };
-    let mut batch = Isolated {
-        folios: Vec::with_capacity(ISOLATE_BATCH),
-        mappings: Vec::new(),
-    };
+    let mut batch = Isolated::default();
     let mut freed = 0;
     while freed < want {
         isolate_lru_folios(cache, want - freed, &mut scan, &mut batch);
@@ -350,27 +347,19 @@ fn shrink_folio_list<'c>(cache: &'c CacheInner, batch: &mut Isolated<'c>, scan: 
         locked.push((f, mi));
     }
     // Out of their mappings, one index lock hold per mapping (a batch
-    // mostly holds one, but a random reader's spans its files), the
-    // mappings in the order their first folio comes and each one's
-    // folios in batch order (the order their shadows are aged in): a
-    // stable sort by that rank groups them in place, where a partition
-    // per mapping would copy the rest of the batch each time.
-    let mut rank = vec![usize::MAX; batch.mappings.len()];
-    let mut ranked = 0;
-    for &(_, mi) in &locked {
-        if rank[mi] == usize::MAX {
-            rank[mi] = ranked;
-            ranked += 1;
-        }
-    }
-    locked.sort_by_key(|&(_, mi)| rank[mi]);
+    // mostly holds one).
     let mut frozen: Vec<FrozenFolio<'_>> = Vec::with_capacity(locked.len());
     let mut busy = Vec::new();
-    let mut locked = locked.into_iter().peekable();
-    while let Some(&(_, mi)) = locked.peek() {
+    while let Some(&(_, mi)) = locked.first() {
+        let (of_m, rest): (Vec<_>, Vec<_>) = locked.into_iter().partition(|&(_, m)| m == mi);
+        locked = rest;
         let before = frozen.len();
-        let of_m = std::iter::from_fn(|| locked.next_if(|&(_, m)| m == mi).map(|(f, _)| f));
-        batch.mappings[mi].evict_locked(cache, of_m, &mut frozen, &mut busy);
+        batch.mappings[mi].evict_locked(
+            cache,
+            of_m.into_iter().map(|(f, _)| f),
+            &mut frozen,
+            &mut busy,
+        );
         if frozen.len() > before {
             scan.stuck = 0;
         }

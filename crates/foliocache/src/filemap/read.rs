@@ -1147,20 +1147,16 @@ impl Mapping {
         folios: Vec<LockedFolio<'_>>,
         sync: bool,
     ) {
-        let contiguous =
-            |l: &LockedFolio<'_>, f: &LockedFolio<'_>| l.index() + l.nr_pages() == f.index();
-        if sync && !folios.is_empty() && folios.windows(2).all(|w| contiguous(&w[0], &w[1])) {
-            // One run (a random read's miss, a stream's window): read as
-            // it came, without regrouping it.
-            if self.read_folios(folios).is_err() {
-                ra.shrink_window();
-            }
-            return;
-        }
         let mut runs: Vec<Vec<LockedFolio<'_>>> = Vec::new();
         for f in folios {
             match runs.last_mut() {
-                Some(run) if run.last().is_some_and(|l| contiguous(l, &f)) => run.push(f),
+                Some(run)
+                    if run
+                        .last()
+                        .is_some_and(|l| l.index() + l.nr_pages() == f.index()) =>
+                {
+                    run.push(f)
+                }
                 _ => runs.push(vec![f]),
             }
         }
