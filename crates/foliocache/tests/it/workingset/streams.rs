@@ -308,3 +308,42 @@ fn a_stream_read_to_its_end_gives_its_share_of_the_unread_cap_back() {
     drop(done);
     cache.check_lru().unwrap();
 }
+
+/// A caller's prefetch of a stream (`File::readahead_stream`, as the
+/// object store's ahead of a stream's reads) goes on the streamed list,
+/// as the cache's own streams' windows do: once read, reclaim takes it
+/// before a hot set read once, which a stream over 4 C through the
+/// inactive list would flush (its large folios read in pieces activate
+/// there). The plain `readahead` (not a stream's) is not streamed.
+#[test]
+fn a_callers_stream_prefetch_is_streamed_and_goes_before_a_hot_set() {
+    let cache = TestCache::pages(C as usize).build();
+    let hot = sparse(&cache, C / 2);
+    hot.advise(0, 0, Advice::Random).unwrap();
+    let mut page = vec![0u8; PAGE as usize];
+    for p in 0..C / 2 {
+        hot.read_at(&mut page, p * PAGE).unwrap();
+    }
+    let plain = sparse(&cache, 64);
+    plain.readahead(0, 64 * PAGE).unwrap();
+    let flags = flags_at(&plain, 0).expect("cached");
+    assert!(!flags.contains(FolioFlags::STREAMED), "{flags:?}");
+    // The stream's reads make no windows of their own (random-advised):
+    // its pages come from the prefetch only, 128 pages ahead at a time.
+    let stream = sparse(&cache, 4 * C);
+    stream.advise(0, 0, Advice::Random).unwrap();
+    let mut buf = vec![0u8; BS as usize];
+    const SPAN: u64 = 128 * PAGE;
+    for s in 0..4 * C * PAGE / SPAN {
+        stream.readahead_stream(s * SPAN, SPAN).unwrap();
+        let flags = flags_at(&stream, s * SPAN / PAGE).expect("cached");
+        assert!(flags.contains(FolioFlags::STREAMED), "{flags:?}");
+        for i in 0..SPAN / BS {
+            stream.read_at(&mut buf, s * SPAN + i * BS).unwrap();
+        }
+    }
+    cache.check_lru().unwrap();
+    let kept = hot.cachestat(0, C / 2 * PAGE).unwrap().cached;
+    assert_eq!(kept, C / 2, "the hot set kept {kept} of {} pages", C / 2);
+    assert!(cache.stats().evictions >= 3 * C, "{}", cache.stats().evictions);
+}
