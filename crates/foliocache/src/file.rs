@@ -450,23 +450,7 @@ impl File {
     /// None today; the `Result` leaves room for asynchronous submission
     /// errors.
     pub fn readahead(&self, offset: u64, len: u64) -> io::Result<()> {
-        self.mapping.readahead_range(&self.ra, offset, len, false)
-    }
-
-    /// [`readahead`](Self::readahead) of a range that a sequential stream
-    /// is about to read once (a caller's own prefetch ahead of its
-    /// reader): the folios go on the streamed list, as the cache's own
-    /// streams' readahead windows do, so that reclaim takes them, once
-    /// read, before the inactive list's pages of other readers. No read
-    /// activates them; a refault (a stream read again after its pages
-    /// went) does, as any other (docs/design.md section 7, "Beyond two
-    /// lists"). The plain `readahead` puts them on the inactive list, for
-    /// a range that is not a stream's (`POSIX_FADV_WILLNEED`).
-    ///
-    /// # Errors
-    /// None today, as `readahead`.
-    pub fn readahead_stream(&self, offset: u64, len: u64) -> io::Result<()> {
-        self.mapping.readahead_range(&self.ra, offset, len, true)
+        self.mapping.readahead_range(&self.ra, offset, len)
     }
 
     /// Drops every cached folio of the file, dirty ones included, without

@@ -687,12 +687,9 @@ impl Mapping {
 /// The read path (`Mapping::read`) and `File`'s calls enter here with the
 /// handle's [`Readahead`] state; nothing here calls back into the handle.
 impl Mapping {
-    /// `File::readahead` (and `File::readahead_stream`, `stream`): reads
-    /// `len` bytes at `offset` into the cache in windows of up to 2 MiB,
-    /// skipping what is cached, at most half the cache's capacity; a
-    /// stream's folios go on the streamed list (`lru.rs`), as the cache's
-    /// own streams' windows do. IO errors are left for the reads of those
-    /// bytes.
+    /// `File::readahead`: reads `len` bytes at `offset` into the cache in
+    /// windows of up to 2 MiB, skipping what is cached, at most half the
+    /// cache's capacity; IO errors are left for the reads of those bytes.
     ///
     /// # Errors
     /// None today.
@@ -701,7 +698,6 @@ impl Mapping {
         ra: &Arc<Readahead>,
         offset: u64,
         len: u64,
-        stream: bool,
     ) -> io::Result<()> {
         let Some((end, size)) = self.readable_end(offset, len) else {
             return Ok(());
@@ -721,8 +717,7 @@ impl Mapping {
                 async_size: 0,
             };
             let mut order = max_order;
-            let mut slots = plan(&win, &mut order, max_order, last_page);
-            slots.iter_mut().for_each(|s| s.stream = stream);
+            let slots = plan(&win, &mut order, max_order, last_page);
             self.run_window(ra, &slots, insert, false, false);
             index += pages;
         }

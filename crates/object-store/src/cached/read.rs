@@ -138,7 +138,7 @@ pub(crate) fn prefetch(obj: &Object, end: u64, counters: &Counters, cache: &Cach
     let file = obj.file.reopen();
     // Never fails today (`File::readahead`); a read that fails is
     // reported to the read of those bytes.
-    let ahead = move || drop(file.readahead_stream(span.start, span.end - span.start));
+    let ahead = move || drop(file.readahead(span.start, span.end - span.start));
     match Handle::try_current() {
         Ok(h) => drop(h.spawn_blocking(ahead)),
         Err(_) => ahead(),
