@@ -592,11 +592,17 @@ impl Cache {
         }
     }
 
+    /// The bytes of memory free in the cache now ([`CacheStats::free_bytes`]
+    /// alone: one load, where [`stats`](Self::stats) sums every counter and
+    /// walks the open files; for a caller on a read path).
+    pub fn free_bytes(&self) -> u64 {
+        self.inner.mem.arena.free_pages() as u64 * PAGE_SIZE as u64
+    }
+
     /// The cache's figures now.
     pub fn stats(&self) -> CacheStats {
         let i = &self.inner;
         let s = &i.stats;
-        let free = i.mem.arena.free_pages() as u64;
         let total = i.mem.arena.capacity_pages() as u64;
         let live = i.live_mappings();
         // Dirty, under writeback, dirty again: a folio's writeback starts
@@ -621,7 +627,7 @@ impl Cache {
             io_reads: s.io_reads.sum(),
             io_bytes: s.io_bytes.sum(),
             capacity_bytes: total * PAGE_SIZE as u64,
-            free_bytes: free * PAGE_SIZE as u64,
+            free_bytes: self.free_bytes(),
             populate_time: i.mem.arena.populate_time(),
             allowed_bytes: (i.mem.arena.limit_pages() * PAGE_SIZE) as u64,
             populated_bytes: i.mem.arena.populated_bytes() as u64,

@@ -291,16 +291,23 @@ impl Object {
         self.run.store(STREAM_RUN - 1, Ordering::Relaxed);
     }
 
+    /// How far the stream's next prefetch reaches ahead of its reader
+    /// before its bound: [`MIN_DEPTH`] until its first span, then doubled
+    /// at each extension ([`prefetch_span`](Self::prefetch_span)).
+    fn prefetch_depth(&self) -> u64 {
+        match self.depth.load(Ordering::Relaxed) {
+            0 => MIN_DEPTH,
+            d => d,
+        }
+    }
+
     /// Whether a stream's read ending at `end` may extend its prefetch:
     /// not where the prefetch reaches at least half its depth ahead of
     /// `end`, or to the object's end ([`prefetch_span`](Self::prefetch_span)
     /// with no smaller bound), so that a read between extensions does not
     /// compute the bound.
     pub(crate) fn prefetch_due(&self, end: u64) -> bool {
-        let depth = match self.depth.load(Ordering::Relaxed) {
-            0 => MIN_DEPTH,
-            d => d,
-        };
+        let depth = self.prefetch_depth();
         let from = self.prefetched.load(Ordering::Relaxed);
         let ahead = from >= end && from <= end.saturating_add(depth);
         !(ahead && (from >= self.meta.size || from >= end.saturating_add(depth / 2)))
@@ -320,12 +327,7 @@ impl Object {
     /// extend it: the cache skips what is cached or being read.
     pub(crate) fn prefetch_span(&self, end: u64, most: u64) -> Option<Range<u64>> {
         let size = self.meta.size;
-        let depth = match self.depth.load(Ordering::Relaxed) {
-            0 => MIN_DEPTH,
-            d => d,
-        }
-        .min(most)
-        .max(1);
+        let depth = self.prefetch_depth().min(most).max(1);
         let mut from = self.prefetched.load(Ordering::Relaxed);
         if from < end || from > end.saturating_add(depth) {
             from = end;

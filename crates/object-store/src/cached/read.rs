@@ -129,7 +129,7 @@ pub(crate) fn prefetch(obj: &Object, end: u64, counters: &Counters, cache: &Cach
     }
     let most = Counters::get(&counters.prefetch_most);
     let full = most.min(Counters::get(&counters.prefetch_full));
-    let free = cache.stats().free_bytes;
+    let free = cache.free_bytes();
     let most = counters.link.stream_depth(most.min(full.max(free)));
     let Some(span) = obj.prefetch_span(end, most) else {
         return;
